@@ -1,0 +1,97 @@
+//! Configuration errors that point at the file, line, column and key they are about.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where in the configuration a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The file the value was read from.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// Key path inside the document, e.g. `api.flow[0].return.status`.
+    pub key: String,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        Ok(())
+    }
+}
+
+/// One problem found while loading or compiling configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where the problem is.
+    pub location: Location,
+    /// What is wrong, in words a user can act on.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// Builds an error at `location`.
+    pub fn new(location: Location, message: impl Into<String>) -> Self {
+        ConfigError {
+            location,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem found in one load; never empty when returned as an error.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// Adds one error.
+    pub fn push(&mut self, e: ConfigError) {
+        self.0.push(e);
+    }
+    /// True when nothing was reported.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// `Ok(v)` when no error was collected, else `Err(self)`.
+    pub fn into_result<T>(self, v: T) -> Result<T, ConfigErrors> {
+        if self.0.is_empty() {
+            Ok(v)
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
+}

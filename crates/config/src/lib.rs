@@ -1,0 +1,16 @@
+//! Turnpike's configuration: YAML documents in Membrane's shape, read with their source positions,
+//! checked against a typed model (unknown keys and wrong types are errors that name file, line,
+//! column and key path) and described by a JSON Schema for editors.
+//!
+//! This crate only reads and checks data; `turnpike-engine` compiles it into a runtime snapshot.
+
+pub mod error;
+pub mod load;
+pub mod model;
+pub mod schema;
+pub mod units;
+pub mod yaml;
+
+pub use error::{ConfigError, ConfigErrors, Location};
+pub use load::{load, ConfigSet, Located, Origin};
+pub use model::*;

@@ -1,0 +1,484 @@
+//! Loads configuration files and folders (with `include:`), checks every document against the
+//! model, and keeps each document's origin so that later (compile-time) errors can point at the
+//! file, line, column and key too.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_path_to_error::Segment;
+
+use crate::error::{ConfigError, ConfigErrors, Location};
+use crate::model::{ApiConfig, Document, GatewaySettings, PolicyConfig};
+use crate::yaml::{self, Span};
+
+/// Where one YAML document came from, with the position of each of its values.
+#[derive(Debug)]
+pub struct Origin {
+    /// The file.
+    pub file: PathBuf,
+    /// Index of the document in the file (0-based).
+    pub document: usize,
+    spans: HashMap<String, Span>,
+}
+
+impl Origin {
+    /// The location of the value at `key` (e.g. `api.flow[0].return.status`); when that exact key
+    /// has no recorded position, the nearest enclosing value's.
+    pub fn at(&self, key: &str) -> Location {
+        let mut probe = key;
+        let span = loop {
+            if let Some(s) = self.spans.get(probe) {
+                break *s;
+            }
+            match probe.rfind(['.', '[']) {
+                Some(i) => probe = &probe[..i],
+                None => break self.spans.get("").copied().unwrap_or_default(),
+            }
+        };
+        Location {
+            file: self.file.clone(),
+            line: span.line,
+            column: span.column,
+            key: key.to_owned(),
+        }
+    }
+
+    /// The location of the key itself (not its value), for errors about the key.
+    pub fn key_at(&self, key: &str) -> Location {
+        match self.spans.get(&format!("{key}#key")) {
+            Some(span) => Location {
+                file: self.file.clone(),
+                line: span.line,
+                column: span.column,
+                key: key.to_owned(),
+            },
+            None => self.at(key),
+        }
+    }
+
+    /// An error about the value at `key`.
+    pub fn error(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.at(key), message)
+    }
+}
+
+/// A value of the config together with where it came from and its key path in that document.
+#[derive(Debug, Clone)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// The document it was read from.
+    pub origin: Arc<Origin>,
+    /// Its key path in the document (e.g. `api`).
+    pub key: String,
+}
+
+impl<T> Located<T> {
+    /// An error about `sub` (a key path below this value, such as `target.url`; empty for the
+    /// value itself).
+    pub fn error(&self, sub: &str, message: impl Into<String>) -> ConfigError {
+        self.origin.error(&self.join(sub), message)
+    }
+
+    /// The full key path of `sub` below this value.
+    pub fn join(&self, sub: &str) -> String {
+        if sub.is_empty() {
+            self.key.clone()
+        } else if sub.starts_with('[') {
+            format!("{}{sub}", self.key)
+        } else {
+            format!("{}.{sub}", self.key)
+        }
+    }
+}
+
+/// Everything a configuration consists of, in file order.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSet {
+    /// Process-level settings (defaults when no `gateway:` document was given).
+    pub gateway: GatewaySettings,
+    /// Where the `gateway:` document came from, if there was one.
+    pub gateway_origin: Option<Arc<Origin>>,
+    /// Every API, in the order read.
+    pub apis: Vec<Located<ApiConfig>>,
+    /// Every `global:` list, in the order read.
+    pub globals: Vec<Located<Vec<PolicyConfig>>>,
+    /// Every file read (for `--watch`).
+    pub files: Vec<PathBuf>,
+}
+
+/// Loads `paths` (files, or folders whose `*.yaml`/`*.yml` files are read in name order),
+/// replacing `${NAME}` from the process environment. Returns every error found.
+pub fn load(paths: &[PathBuf]) -> Result<ConfigSet, ConfigErrors> {
+    load_with_env(paths, &|name| std::env::var(name).ok())
+}
+
+/// [`load`] with an explicit environment lookup (for tests).
+pub fn load_with_env(
+    paths: &[PathBuf],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ConfigSet, ConfigErrors> {
+    let mut loader = Loader {
+        env,
+        set: ConfigSet::default(),
+        errors: ConfigErrors::default(),
+        seen: HashSet::new(),
+    };
+    for p in paths {
+        loader.load_path(p, None);
+    }
+    if loader.set.files.is_empty() && loader.errors.is_empty() {
+        loader.errors.push(ConfigError::new(
+            Location {
+                file: paths.first().cloned().unwrap_or_default(),
+                line: 0,
+                column: 0,
+                key: String::new(),
+            },
+            "no configuration file found",
+        ));
+    }
+    loader.errors.into_result(loader.set)
+}
+
+/// Loads configuration from YAML text (for tests and embedding); `name` is used in errors.
+pub fn load_str(
+    name: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ConfigSet, ConfigErrors> {
+    let mut loader = Loader {
+        env,
+        set: ConfigSet::default(),
+        errors: ConfigErrors::default(),
+        seen: HashSet::new(),
+    };
+    loader.load_text(Path::new(name), text);
+    loader.errors.into_result(loader.set)
+}
+
+struct Loader<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+    set: ConfigSet,
+    errors: ConfigErrors,
+    seen: HashSet<PathBuf>,
+}
+
+impl Loader<'_> {
+    fn load_path(&mut self, path: &Path, from: Option<Location>) {
+        let fail = |msg: String| {
+            ConfigError::new(
+                from.clone().unwrap_or(Location {
+                    file: path.to_owned(),
+                    line: 0,
+                    column: 0,
+                    key: String::new(),
+                }),
+                msg,
+            )
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                let err = fail(format!("cannot read {}: {e}", path.display()));
+                self.errors.push(err);
+                return;
+            }
+        };
+        if meta.is_dir() {
+            let mut files: Vec<PathBuf> = match std::fs::read_dir(path) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.is_file()
+                            && matches!(
+                                p.extension().and_then(|e| e.to_str()),
+                                Some("yaml" | "yml")
+                            )
+                    })
+                    .collect(),
+                Err(e) => {
+                    let err = fail(format!("cannot list {}: {e}", path.display()));
+                    self.errors.push(err);
+                    return;
+                }
+            };
+            files.sort();
+            for f in files {
+                self.load_path(&f, from.clone());
+            }
+            return;
+        }
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        if !self.seen.insert(canonical) {
+            if from.is_some() {
+                let err = fail(format!("{} is included more than once", path.display()));
+                self.errors.push(err);
+            }
+            return;
+        }
+        match std::fs::read_to_string(path) {
+            Ok(text) => self.load_text(path, &text),
+            Err(e) => {
+                let err = fail(format!("cannot read {}: {e}", path.display()));
+                self.errors.push(err);
+            }
+        }
+    }
+
+    fn load_text(&mut self, path: &Path, text: &str) {
+        self.set.files.push(path.to_owned());
+        let docs = match yaml::parse_documents(text, self.env) {
+            Ok(d) => d,
+            Err(errs) => {
+                for e in errs {
+                    self.errors.push(ConfigError::new(
+                        Location {
+                            file: path.to_owned(),
+                            line: e.span.line,
+                            column: e.span.column,
+                            key: e.key,
+                        },
+                        e.message,
+                    ));
+                }
+                return;
+            }
+        };
+        for (index, node) in docs.iter().enumerate() {
+            if node.value == yaml::Value::Null {
+                continue; // an empty document
+            }
+            let mut spans = HashMap::new();
+            let json = yaml::to_json(node, &mut String::new(), &mut spans);
+            let origin = Arc::new(Origin {
+                file: path.to_owned(),
+                document: index,
+                spans,
+            });
+            let doc: Document = match serde_path_to_error::deserialize(json) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.errors.push(model_error(&origin, &e));
+                    continue;
+                }
+            };
+            self.add(doc, origin);
+        }
+    }
+
+    fn add(&mut self, doc: Document, origin: Arc<Origin>) {
+        match doc {
+            Document::Api(api) => self.set.apis.push(Located {
+                value: api,
+                origin,
+                key: "api".into(),
+            }),
+            Document::Global(policies) => self.set.globals.push(Located {
+                value: policies,
+                origin,
+                key: "global".into(),
+            }),
+            Document::Gateway(g) => {
+                if let Some(first) = &self.set.gateway_origin {
+                    self.errors.push(origin.error(
+                        "gateway",
+                        format!(
+                            "a second `gateway:` document (the first is at {})",
+                            first.at("gateway")
+                        ),
+                    ));
+                } else {
+                    self.set.gateway = g;
+                    self.set.gateway_origin = Some(origin);
+                }
+            }
+            Document::Include(list) => {
+                let base = origin
+                    .file
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default();
+                for (i, item) in list.iter().enumerate() {
+                    let at = origin.at(&format!("include[{i}]"));
+                    self.load_path(&base.join(item), Some(at));
+                }
+            }
+        }
+    }
+}
+
+/// Turns a model (serde) error into a located, readable config error.
+fn model_error(
+    origin: &Origin,
+    e: &serde_path_to_error::Error<serde_json::Error>,
+) -> ConfigError {
+    let mut key = String::new();
+    for seg in e.path().iter() {
+        match seg {
+            Segment::Seq { index } => key.push_str(&format!("[{index}]")),
+            Segment::Map { key: k } | Segment::Enum { variant: k } => {
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(k);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    let inner = e.inner().to_string();
+    // serde_json appends " at line X column Y" of the intermediate JSON: meaningless here.
+    let message = match inner.rfind(" at line ") {
+        Some(i) => inner[..i].to_owned(),
+        None => inner,
+    };
+    let message = friendlier(&key, message);
+    let location = match unknown_field(&message) {
+        Some(field) => {
+            let k = if key.is_empty() || key == field || key.ends_with(&format!(".{field}")) {
+                key.clone()
+            } else {
+                format!("{key}.{field}")
+            };
+            let k = if k.is_empty() { field.to_owned() } else { k };
+            origin.key_at(&k)
+        }
+        None => origin.at(&key),
+    };
+    ConfigError::new(location, message)
+}
+
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown policy `"))
+        .or_else(|| message.strip_prefix("unknown document kind `"))?;
+    rest.split('`').next()
+}
+
+fn friendlier(key: &str, message: String) -> String {
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let what = if key.is_empty() {
+            "document kind"
+        } else {
+            "policy"
+        };
+        return format!("unknown {what} `{rest}");
+    }
+    if message.starts_with("invalid type: map, expected enum") {
+        return "expected a map with exactly one key (the name of the document kind or policy)"
+            .into();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "BACKEND_PORT").then(|| "2010".into())
+    }
+
+    #[test]
+    fn loads_the_membrane_benchmark_configs() {
+        let set = load_str(
+            "t.yaml",
+            "api:\n  port: 2000\n  flow:\n    - return:\n        status: 200\n---\napi:\n  port: 2001\n  target:\n    host: 127.0.0.1\n    port: ${BACKEND_PORT}\n",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(set.apis.len(), 2);
+        assert_eq!(set.apis[1].value.target.as_ref().unwrap().port, Some(2010));
+        assert_eq!(set.apis[1].origin.at("api.target.port").line, 11);
+    }
+
+    #[test]
+    fn unknown_key_points_at_the_key() {
+        let err = load_str("t.yaml", "api:\n  port: 2000\n  prot: 1\n", &env).unwrap_err();
+        let e = &err.0[0];
+        assert_eq!((e.location.line, e.location.column), (3, 3), "{e}");
+        assert_eq!(e.location.key, "api.prot");
+        assert!(e.message.contains("unknown field `prot`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_points_at_the_value() {
+        let err = load_str(
+            "t.yaml",
+            "api:\n  port: 2000\n  flow:\n    - return:\n        status: abc\n",
+            &env,
+        )
+        .unwrap_err();
+        let e = &err.0[0];
+        assert_eq!(e.location.key, "api.flow[0].return.status");
+        assert_eq!((e.location.line, e.location.column), (5, 17), "{e}");
+    }
+
+    #[test]
+    fn unknown_policy_is_named() {
+        let err = load_str(
+            "t.yaml",
+            "api:\n  port: 2000\n  flow:\n    - retrun: {}\n",
+            &env,
+        )
+        .unwrap_err();
+        let e = &err.0[0];
+        assert!(e.message.contains("unknown policy `retrun`"), "{e}");
+        assert_eq!(e.location.line, 4, "{e}");
+    }
+
+    #[test]
+    fn every_error_of_every_document_is_reported() {
+        let err = load_str(
+            "t.yaml",
+            "api:\n  port: 99999\n---\napi:\n  port: 1\n  bogus: 2\n---\nnope: 1\n",
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(err.0.len(), 3, "{err}");
+        assert!(err.0[2].message.contains("unknown document kind `nope`"), "{err}");
+    }
+
+    #[test]
+    fn missing_env_is_an_error() {
+        let err = load_str("t.yaml", "api:\n  port: ${NOPE_NOT_SET}\n", &env).unwrap_err();
+        assert!(err.0[0].message.contains("NOPE_NOT_SET"));
+        assert_eq!(err.0[0].location.line, 2);
+    }
+
+    #[test]
+    fn includes_and_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("more")).unwrap();
+        std::fs::write(
+            dir.path().join("main.yaml"),
+            "include:\n  - more\n---\napi:\n  port: 1\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("more/a.yaml"), "api:\n  port: 2\n").unwrap();
+        std::fs::write(dir.path().join("more/b.yml"), "api:\n  port: 3\n").unwrap();
+        std::fs::write(dir.path().join("more/ignored.txt"), "x").unwrap();
+        let set = load_with_env(&[dir.path().join("main.yaml")], &env).unwrap();
+        let ports: Vec<u16> = set.apis.iter().map(|a| a.value.port).collect();
+        assert_eq!(ports, vec![2, 3, 1]);
+        assert_eq!(set.files.len(), 3);
+
+        std::fs::write(dir.path().join("bad.yaml"), "include:\n  - missing.yaml\n").unwrap();
+        let err = load_with_env(&[dir.path().join("bad.yaml")], &env).unwrap_err();
+        assert_eq!(err.0[0].location.line, 2, "{err}");
+    }
+
+    #[test]
+    fn yes_no_flags() {
+        let set = load_str(
+            "t.yaml",
+            "gateway:\n  accessLog: no\n---\napi:\n  port: 1\n  path:\n    uri: /a\n    isRegExp: yes\n",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(set.gateway.access_log.unwrap().0, false);
+        assert!(set.apis[0].value.path.as_ref().unwrap().is_reg_exp.0);
+    }
+}
