@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Helpers for bench/run.sh (standard library only).
+
+Subcommands:
+  ports-free PORT...      exit 1 (listing them) if any 127.0.0.1 port is in use
+  proctree PID            JSON snapshot of the process tree rooted at PID:
+                          CPU clock ticks (utime+stime of every process plus
+                          cutime+cstime of its reaped children) and the sum of
+                          VmHWM (peak RSS) in kB
+  record ...              combine wrk output + two proctree snapshots + backend
+                          accept counts into one JSON line (one benchmark run)
+  report RUNS.jsonl       markdown tables (medians over rounds) for all cases
+"""
+import argparse
+import errno
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+
+# ---------------------------------------------------------------- ports-free
+
+
+def cmd_ports_free(args):
+    busy = []
+    for port in args.ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # Same option the servers use, so TIME_WAIT leftovers do not count.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                busy.append(port)
+            else:
+                raise
+        finally:
+            s.close()
+    if busy:
+        print(" ".join(str(p) for p in busy))
+        return 1
+    return 0
+
+
+# ------------------------------------------------------------------ proctree
+
+
+def _read_stat(pid):
+    """(ppid, utime+stime, cutime+cstime) from /proc/PID/stat, or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            data = f.read()
+    except OSError:
+        return None
+    # Field 2 (comm) may contain spaces/parens: split after the last ')'.
+    rest = data[data.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state); field N is rest[N - 3].
+    ppid = int(rest[1])
+    own = int(rest[11]) + int(rest[12])          # fields 14 utime, 15 stime
+    children = int(rest[13]) + int(rest[14])     # fields 16 cutime, 17 cstime
+    return ppid, own, children
+
+
+def _vm_hwm_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def proctree(root):
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _read_stat(int(name))
+            if st is not None:
+                stats[int(name)] = st
+    if root not in stats:
+        raise SystemExit("benchlib.py proctree: no process %d" % root)
+    kids = {}
+    for pid, (ppid, _, _) in stats.items():
+        kids.setdefault(ppid, []).append(pid)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(kids.get(pid, []))
+    ticks = sum(stats[p][1] + stats[p][2] for p in tree)
+    hwm = sum(_vm_hwm_kb(p) for p in tree)
+    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm}
+
+
+def cmd_proctree(args):
+    print(json.dumps(proctree(args.pid)))
+    return 0
+
+
+# -------------------------------------------------------------------- record
+
+_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
+
+
+def parse_wrk(text):
+    """Parse `wrk --latency` output. Latencies are returned in ms."""
+    out = {"requests": None, "rps": None, "p50_ms": None, "p75_ms": None,
+           "p90_ms": None, "p99_ms": None, "non2xx": 0,
+           "sock_connect": 0, "sock_read": 0, "sock_write": 0, "sock_timeout": 0}
+    in_dist = False
+    for line in text.splitlines():
+        if "Latency Distribution" in line:
+            in_dist = True
+            continue
+        if in_dist:
+            m = re.match(r"^\s*(50|75|90|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m|h)\s*$", line)
+            if m:
+                out["p%s_ms" % m.group(1)] = float(m.group(2)) * _UNIT_MS[m.group(3)]
+                continue
+            in_dist = False
+        m = re.match(r"^\s*(\d+) requests in ", line)
+        if m:
+            out["requests"] = int(m.group(1))
+        m = re.match(r"^\s*Requests/sec:\s+([\d.]+)", line)
+        if m:
+            out["rps"] = float(m.group(1))
+        m = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", line)
+        if m:
+            out["non2xx"] = int(m.group(1))
+        m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", line)
+        if m:
+            (out["sock_connect"], out["sock_read"], out["sock_write"],
+             out["sock_timeout"]) = (int(g) for g in m.groups())
+    missing = [k for k in ("requests", "rps", "p50_ms", "p99_ms") if out[k] is None]
+    if missing:
+        raise SystemExit("benchlib.py: could not parse %s from wrk output" % ", ".join(missing))
+    out["sock_errors"] = (out["sock_connect"] + out["sock_read"]
+                          + out["sock_write"] + out["sock_timeout"])
+    return out
+
+
+def cmd_record(args):
+    with open(args.wrk) as f:
+        w = parse_wrk(f.read())
+    with open(args.before) as f:
+        before = json.load(f)
+    with open(args.after) as f:
+        after = json.load(f)
+    ticks = after["ticks"] - before["ticks"]
+    cpu_s = ticks / float(args.clk_tck)
+    rec = {
+        "round": args.round, "case": args.case, "system": args.system,
+        "url": args.url, "duration_s": args.duration,
+        "cpu_ticks": ticks, "cpu_s": cpu_s,
+        "cpu_us_per_req": cpu_s * 1e6 / w["requests"] if w["requests"] else None,
+        "cpu_util_pct": 100.0 * cpu_s / args.duration if args.duration else None,
+        "rss_mb": after["hwm_kb"] / 1024.0,
+        "procs": len(after["pids"]),
+        "upstream_conns": None,
+    }
+    if args.accepts_before is not None and args.accepts_after is not None:
+        # Each stub_status read is itself one accepted connection on the
+        # backend: the `after` read adds 1 that is not the proxy's.
+        rec["upstream_conns"] = max(0, args.accepts_after - args.accepts_before - 1)
+    rec.update(w)
+    print(json.dumps(rec, sort_keys=True))
+    if args.summary:
+        sys.stderr.write(
+            "[bench]   -> %.0f req/s, p50 %.3f ms, p99 %.3f ms, %s us/req CPU, "
+            "%.0f%% CPU, RSS %.1f MB, upstream conns %s, errors %d\n" % (
+                w["rps"], w["p50_ms"], w["p99_ms"],
+                "%.1f" % rec["cpu_us_per_req"] if rec["cpu_us_per_req"] is not None else "-",
+                rec["cpu_util_pct"] or 0, rec["rss_mb"],
+                "-" if rec["upstream_conns"] is None else rec["upstream_conns"],
+                w["non2xx"] + w["sock_errors"]))
+    return 0
+
+
+# -------------------------------------------------------------------- report
+
+# case id -> (title, baseline system, label of the baseline in column heads)
+CASES = [
+    ("short", "Case 1: short-circuit (`return 200`, empty body)", "nginx", "nginx"),
+    ("proxy", "Case 2: reverse proxy to the backend (1 KB JSON)", "nginx", "nginx"),
+    ("routes", "Case 3: turnpike proxy, 10,000 APIs vs 1 API (`GET /bench/`)",
+     "turnpike-1api", "1 API"),
+]
+LABELS = {
+    "turnpike": "turnpike",
+    "nginx": "nginx",
+    "haproxy": "HAProxy",
+    "turnpike-1api": "turnpike, 1 API",
+    "turnpike-10k": "turnpike, 10,000 APIs",
+}
+
+
+def _med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def _ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def cmd_report(args):
+    runs = []
+    with open(args.runs) as f:
+        for line in f:
+            if line.strip():
+                runs.append(json.loads(line))
+    labels = dict(LABELS)
+    if args.nginx_label:
+        labels["nginx"] = args.nginx_label
+    if args.haproxy_label:
+        labels["haproxy"] = args.haproxy_label
+    out = []
+    for case, title, base, base_label in CASES:
+        case_runs = [r for r in runs if r["case"] == case]
+        if not case_runs:
+            continue
+        systems = []
+        for r in case_runs:
+            if r["system"] not in systems:
+                systems.append(r["system"])
+        rounds = len({r["round"] for r in case_runs})
+        agg = {}
+        for s in systems:
+            rs = [r for r in case_runs if r["system"] == s]
+            agg[s] = {
+                "n": len(rs),
+                "rps": _med([r["rps"] for r in rs]),
+                "p50": _med([r["p50_ms"] for r in rs]),
+                "p99": _med([r["p99_ms"] for r in rs]),
+                "cpu": _med([r["cpu_us_per_req"] for r in rs]),
+                "rss": _med([r["rss_mb"] for r in rs]),
+                "up": _med([r["upstream_conns"] for r in rs]),
+                "non2xx": sum(r["non2xx"] for r in rs),
+                "sock": sum(r["sock_errors"] for r in rs),
+            }
+        b = agg.get(base)
+        out.append("## %s\n" % title)
+        out.append("Median of %d round%s; errors are totals over all rounds.\n"
+                   % (rounds, "" if rounds == 1 else "s"))
+        out.append("| system | req/s | req/s vs %s | p50 ms | p99 ms | CPU µs/req "
+                   "| CPU/req vs %s | RSS MB | upstream conns | errors |" % (base_label, base_label))
+        out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for s in systems:
+            a = agg[s]
+            errs = a["non2xx"] + a["sock"]
+            err_txt = "0" if errs == 0 else "%d (non-2xx %d, socket %d)" % (errs, a["non2xx"], a["sock"])
+            up = a["up"]
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                labels.get(s, s),
+                _fmt(a["rps"], ".0f"),
+                _fmt(_ratio(a["rps"], b and b["rps"]), ".2f"),
+                _fmt(a["p50"], ".3f"),
+                _fmt(a["p99"], ".3f"),
+                _fmt(a["cpu"], ".1f"),
+                _fmt(_ratio(a["cpu"], b and b["cpu"]), ".2f"),
+                _fmt(a["rss"], ".1f"),
+                "-" if up is None else "%g" % up,
+                err_txt))
+        if b is None:
+            out.append("\n(%s was not run, so ratio columns are empty.)" % labels.get(base, base))
+        out.append("")
+
+    out.append("## All runs\n")
+    out.append("| round | case | system | requests | req/s | p50 ms | p99 ms | CPU s "
+               "| CPU % | CPU µs/req | RSS MB | procs | upstream conns | non-2xx | socket errors |")
+    out.append("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in runs:
+        out.append("| %d | %s | %s | %d | %.0f | %.3f | %.3f | %.2f | %s | %s | %.1f | %d | %s | %d | %d |" % (
+            r["round"], r["case"], labels.get(r["system"], r["system"]), r["requests"],
+            r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_s"],
+            _fmt(r["cpu_util_pct"], ".0f"), _fmt(r["cpu_us_per_req"], ".1f"),
+            r["rss_mb"], r["procs"],
+            "-" if r["upstream_conns"] is None else r["upstream_conns"],
+            r["non2xx"], r["sock_errors"]))
+    out.append("")
+    sys.stdout.write("\n".join(out))
+    return 0
+
+
+# ---------------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description="helpers for bench/run.sh")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("ports-free")
+    p.add_argument("ports", type=int, nargs="+")
+    p.set_defaults(func=cmd_ports_free)
+
+    p = sub.add_parser("proctree")
+    p.add_argument("pid", type=int)
+    p.set_defaults(func=cmd_proctree)
+
+    p = sub.add_parser("record")
+    p.add_argument("--round", type=int, required=True)
+    p.add_argument("--case", required=True)
+    p.add_argument("--system", required=True)
+    p.add_argument("--url", default="")
+    p.add_argument("--duration", type=float, required=True)
+    p.add_argument("--wrk", required=True)
+    p.add_argument("--before", required=True)
+    p.add_argument("--after", required=True)
+    p.add_argument("--clk-tck", type=int, default=os.sysconf("SC_CLK_TCK"))
+    p.add_argument("--accepts-before", type=int)
+    p.add_argument("--accepts-after", type=int)
+    p.add_argument("--summary", action="store_true", help="one-line summary on stderr")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("report")
+    p.add_argument("runs")
+    p.add_argument("--nginx-label")
+    p.add_argument("--haproxy-label")
+    p.set_defaults(func=cmd_report)
+
+    args = ap.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# Turnpike benchmark harness: turnpike vs nginx (and HAProxy) on 127.0.0.1.
+# Method and cases: docs/benchmarks.md.   Usage: bench/run.sh --help
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
+CONFIGS=$BENCH_DIR/configs
+RESULTS=$BENCH_DIR/results
+PY=${PYTHON:-python3}
+LIB=$BENCH_DIR/benchlib.py
+INSTALL_CMD="apt-get update && apt-get install -y nginx-light wrk haproxy curl util-linux python3   (or: bench/install-deps.sh)"
+
+# ---- defaults --------------------------------------------------------------
+ROUNDS=3
+DURATION=10
+CONNECTIONS=50
+TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
+SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
+CASES=short,proxy,routes         # hidden option --cases
+KEEP_TMP=0                       # hidden option --keep-tmp
+READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
+STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-30}     # s to wait after SIGTERM before SIGKILL
+SUT_CPU=1    # system under test
+LOAD_CPU=0   # wrk and the nginx backend
+
+# ---- fixed ports, 127.0.0.1 only (they are also written in bench/configs/*) -
+P_TP_SHORT=2000      # turnpike-return.yaml
+P_TP_PROXY=2001      # turnpike-proxy.yaml
+P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
+P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
+P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
+P_NGINX_SHORT=2020   # nginx-return.conf
+P_NGINX_PROXY=2021   # nginx-proxy.conf
+P_HAPROXY=2031       # haproxy-proxy.cfg
+
+usage() {
+    cat <<EOF
+Usage: bench/run.sh [--rounds N] [--duration SECS] [--connections C] [--turnpike PATH]
+
+Benchmarks turnpike against nginx (and HAProxy) on 127.0.0.1, the system under
+test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benchmarks.md.
+
+  --rounds N         rounds; each round runs every case and system once (default $ROUNDS)
+  --duration SECS    duration of each wrk run (default $DURATION)
+  --connections C    wrk connections (default $CONNECTIONS)
+  --turnpike PATH    turnpike binary (default target/release/turnpike;
+                     build it with: cargo build --release)
+
+Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
+Dependencies: $INSTALL_CMD
+EOF
+}
+
+log()  { printf '[bench] %s\n' "$*" >&2; }
+warn() { printf '[bench] WARNING: %s\n' "$*" >&2; }
+die()  { printf 'bench/run.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# ---- arguments ---------------------------------------------------------------
+ORIG_ARGS="$*"
+args=()
+for a in "$@"; do
+    case $a in
+        --*=*) args+=("${a%%=*}" "${a#*=}") ;;
+        *) args+=("$a") ;;
+    esac
+done
+set -- "${args[@]}"
+while (($#)); do
+    case $1 in
+        -h|--help) usage; exit 0 ;;
+        --rounds|--duration|--connections|--turnpike|--systems|--cases)
+            (($# >= 2)) || die "$1 needs a value (see --help)"
+            case $1 in
+                --rounds) ROUNDS=$2 ;;
+                --duration) DURATION=$2 ;;
+                --connections) CONNECTIONS=$2 ;;
+                --turnpike) TURNPIKE=$2 ;;
+                --systems) SYSTEMS=$2 ;;
+                --cases) CASES=$2 ;;
+            esac
+            shift 2 ;;
+        --keep-tmp) KEEP_TMP=1; shift ;;
+        *) usage >&2; die "unknown argument: $1" ;;
+    esac
+done
+for v in ROUNDS DURATION CONNECTIONS; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v,,} must be a positive integer, got '${!v}'"
+done
+
+has_system() { [[ ,$SYSTEMS, == *,"$1",* ]]; }
+has_case()   { [[ ,$CASES, == *,"$1",* ]]; }
+IFS=, read -ra _s <<<"$SYSTEMS"
+for s in "${_s[@]}"; do
+    case $s in turnpike|nginx|haproxy) ;; *) die "--systems: unknown system '$s' (known: turnpike,nginx,haproxy)" ;; esac
+done
+IFS=, read -ra _c <<<"$CASES"
+for c in "${_c[@]}"; do
+    case $c in short|proxy|routes) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes)" ;; esac
+done
+
+# ---- the run plan: "case/system" pairs, in the order they run in every round -
+PLAN=()
+if has_case short; then
+    has_system turnpike && PLAN+=(short/turnpike)
+    has_system nginx    && PLAN+=(short/nginx)
+fi
+if has_case proxy; then
+    has_system turnpike && PLAN+=(proxy/turnpike)
+    has_system nginx    && PLAN+=(proxy/nginx)
+    has_system haproxy  && PLAN+=(proxy/haproxy)
+fi
+if has_case routes; then
+    if has_system turnpike; then
+        PLAN+=(routes/turnpike-1api routes/turnpike-10k)
+    else
+        log "case 'routes' (10,000 APIs vs 1 API) needs turnpike: skipped"
+    fi
+fi
+((${#PLAN[@]})) || die "nothing to run for --systems $SYSTEMS --cases $CASES"
+
+# ---- prerequisites -------------------------------------------------------------
+missing=()
+for t in taskset wrk nginx haproxy curl "$PY" getconf; do
+    command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+done
+if ((${#missing[@]})); then
+    die "missing tools: ${missing[*]}
+Install them with: $INSTALL_CMD"
+fi
+(($(nproc) >= 2)) && taskset -c "$SUT_CPU" true 2>/dev/null \
+    || die "needs at least 2 usable CPUs (pins the system under test to CPU $SUT_CPU, load to CPU $LOAD_CPU)"
+if has_system turnpike; then
+    [[ $TURNPIKE == /* ]] || TURNPIKE=$PWD/$TURNPIKE
+    [[ -f $TURNPIKE && -x $TURNPIKE ]] || die "turnpike binary not found (or not executable): $TURNPIKE
+Build it first with:  (cd $REPO_DIR && cargo build --release)
+or point to one with: bench/run.sh --turnpike PATH"
+fi
+CLK_TCK=$(getconf CLK_TCK)
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# ---- process bookkeeping and cleanup ------------------------------------------
+TMP=""
+PIDS=()       # every server process this script started and has not reaped
+STOP_RC=0
+
+alive() {  # PID exists and is not a zombie
+    local st
+    st=$(awk '/^State:/ {print $2; exit}' "/proc/$1/status" 2>/dev/null) || return 1
+    [[ -n $st && $st != Z ]]
+}
+
+forget_pid() {
+    local p keep=()
+    for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+stop_pid() {  # stop_pid PID [TIMEOUT]: SIGTERM, wait, SIGKILL; exit status in STOP_RC
+    local pid=$1 timeout=${2:-$STOP_TIMEOUT} i kids
+    STOP_RC=0
+    kids=$(pgrep -P "$pid" 2>/dev/null || true)   # e.g. nginx workers
+    if alive "$pid"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < timeout * 10; i++)); do
+            alive "$pid" || break
+            sleep 0.1
+        done
+        if alive "$pid"; then
+            warn "pid $pid still running ${timeout}s after SIGTERM: sending SIGKILL"
+            # shellcheck disable=SC2086
+            kill -KILL "$pid" $kids 2>/dev/null || true
+        fi
+    fi
+    wait "$pid" 2>/dev/null || STOP_RC=$?
+    forget_pid "$pid"
+}
+
+cleanup() {
+    local rc=$? pid
+    trap - EXIT INT TERM
+    for pid in "${PIDS[@]}"; do
+        stop_pid "$pid" 5 2>/dev/null || true
+    done
+    if [[ -n $TMP && -d $TMP ]]; then
+        if ((KEEP_TMP)); then log "kept temp dir $TMP"; else rm -rf "$TMP"; fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+start_server() {  # start_server LOGFILE CMD...; sets SERVER_PID
+    local logf=$1
+    shift
+    "$@" </dev/null >"$logf" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+}
+
+fail_server() {  # fail_server MESSAGE LOGFILE [DIR]
+    printf 'bench/run.sh: error: %s\n' "$1" >&2
+    local f
+    for f in "$2" ${3:+"$3"/error.log}; do
+        if [[ -s $f ]]; then
+            printf -- '--- last lines of %s:\n' "$f" >&2
+            tail -n 30 "$f" >&2
+        fi
+    done
+    exit 1
+}
+
+wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR]
+    local pid=$1 url=$2 expect=$3 logf=$4 dir=${5:-} code=000 deadline=$((SECONDS + READY_TIMEOUT))
+    while :; do
+        alive "$pid" || fail_server "server for $url exited during startup" "$logf" "$dir"
+        code=$(curl -s -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
+        if [[ $code == 200 ]]; then
+            [[ -z $expect ]] && return 0
+            cmp -s "$TMP/ready.body" "$expect" && return 0
+            fail_server "$url answered 200 but not with the backend's JSON body" "$logf" "$dir"
+        fi
+        ((SECONDS < deadline)) \
+            || fail_server "no HTTP 200 from $url within ${READY_TIMEOUT}s (last status: $code)" "$logf" "$dir"
+        sleep 0.1
+    done
+}
+
+ensure_ports_free() {
+    local busy
+    busy=$("$PY" "$LIB" ports-free "$@") \
+        || die "port(s) already in use on 127.0.0.1: $busy (the harness needs 2000-2099; stop whatever listens there)"
+}
+
+backend_accepts() {  # nginx stub_status: 3rd line is "accepts handled requests"
+    curl -sf --max-time 2 "http://127.0.0.1:$P_STATUS/status" | awk 'NR == 3 {print $1}'
+}
+
+# ---- start -------------------------------------------------------------------
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/turnpike-bench.XXXXXX")
+chmod 755 "$TMP"   # nginx workers may run as an unprivileged user
+
+declare -A PORT=(
+    [short/turnpike]=$P_TP_SHORT [short/nginx]=$P_NGINX_SHORT
+    [proxy/turnpike]=$P_TP_PROXY [proxy/nginx]=$P_NGINX_PROXY [proxy/haproxy]=$P_HAPROXY
+    [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
+)
+ports=($P_BACKEND $P_STATUS)
+for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
+ensure_ports_free "${ports[@]}"
+
+# Check the reference configs before anything runs.
+mkdir -p "$TMP/check"
+for conf in nginx-backend.conf nginx-return.conf nginx-proxy.conf; do
+    nginx -t -q -p "$TMP/check/" -c "$CONFIGS/$conf" -e "$TMP/check/error.log" \
+        || die "nginx rejects $CONFIGS/$conf (see above)"
+done
+if has_system haproxy; then
+    haproxy -c -q -f "$CONFIGS/haproxy-proxy.cfg" || die "haproxy rejects $CONFIGS/haproxy-proxy.cfg"
+fi
+
+if has_case routes && has_system turnpike; then
+    "$PY" "$BENCH_DIR/gen_many_apis.py" --count 10000 \
+        --base "$CONFIGS/turnpike-1api.yaml" --out "$TMP/turnpike-10k.yaml"
+fi
+
+# Versions and machine, for the report header.
+NGINX_VER=$(nginx -v 2>&1 | sed -n 's|.*nginx/\([^ ]*\).*|\1|p')
+HAPROXY_VER=$(haproxy -v 2>/dev/null | sed -n '1s/^HAProxy version \([0-9.]*\).*/\1/p') || true
+WRK_VER=$(wrk -v 2>&1 | sed -n '1s/^wrk \([^ ]*\).*/\1/p') || true
+CPU_MODEL=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1) || true
+[[ -n $CPU_MODEL ]] || CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+GIT_REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null) || GIT_REV="no commit"
+if [[ -n $(git -C "$REPO_DIR" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+    GIT_REV="$GIT_REV, dirty tree"
+fi
+STAMP=$(date +%Y%m%d-%H%M%S)
+HEADER=$TMP/header.md
+{
+    echo "# Turnpike benchmark $STAMP"
+    echo
+    echo "- Machine: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, kernel $(uname -r)"
+    echo "- Software: nginx ${NGINX_VER:-?}, HAProxy ${HAPROXY_VER:-?}, wrk ${WRK_VER:-?}$(
+        has_system turnpike && echo ", turnpike \`${TURNPIKE#"$REPO_DIR"/}\` (repo HEAD: $GIT_REV)")"
+    echo "- Load: \`wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency\` pinned to CPU $LOAD_CPU (shared with the nginx backend); system under test pinned to CPU $SUT_CPU"
+    echo "- Rounds: $ROUNDS, systems interleaved within each round; tables show medians over rounds"
+    echo "- Command: \`bench/run.sh${ORIG_ARGS:+ $ORIG_ARGS}\`"
+    echo
+} >"$HEADER"
+log "machine: $(nproc) CPUs, ${CPU_MODEL:-unknown CPU}, kernel $(uname -r); plan per round: ${PLAN[*]}"
+
+# The backend, on the load CPU, for the whole benchmark.
+mkdir -p "$TMP/backend"
+start_server "$TMP/backend/server.log" taskset -c "$LOAD_CPU" \
+    nginx -p "$TMP/backend/" -c "$CONFIGS/nginx-backend.conf" -e "$TMP/backend/error.log"
+BACKEND_PID=$SERVER_PID
+wait_ready "$BACKEND_PID" "http://127.0.0.1:$P_BACKEND/" "" "$TMP/backend/server.log" "$TMP/backend"
+curl -sf -o "$TMP/backend-body.json" "http://127.0.0.1:$P_BACKEND/bench/any/path"
+[[ $(stat -c %s "$TMP/backend-body.json") -ge 1000 ]] || die "backend body is unexpectedly small"
+[[ -n $(backend_accepts) ]] || die "cannot read the backend's stub_status on port $P_STATUS"
+log "backend up on 127.0.0.1:$P_BACKEND (pid $BACKEND_PID), body $(stat -c %s "$TMP/backend-body.json") bytes"
+
+run_one() {  # run_one ROUND CASE/SYSTEM
+    local round=$1 pair=$2
+    local case=${pair%%/*} sys=${pair#*/}
+    local dir="$TMP/r$round-$case-$sys"
+    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
+    local cmd pid url a0 a1
+    mkdir -p "$dir"
+    case $pair in
+        short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
+        short/nginx) expect=""; cmd=(nginx -p "$dir/" -c "$CONFIGS/nginx-return.conf" -e "$dir/error.log") ;;
+        proxy/turnpike) cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        proxy/nginx) cmd=(nginx -p "$dir/" -c "$CONFIGS/nginx-proxy.conf" -e "$dir/error.log") ;;
+        proxy/haproxy) cmd=(haproxy -db -f "$CONFIGS/haproxy-proxy.cfg") ;;
+        routes/turnpike-1api) path=/bench/; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-1api.yaml") ;;
+        routes/turnpike-10k) path=/bench/; cmd=("$TURNPIKE" run -c "$TMP/turnpike-10k.yaml") ;;
+        *) die "internal: unknown run $pair" ;;
+    esac
+    url="http://127.0.0.1:$port$path"
+    log "round $round/$ROUNDS: $case / $sys  ($url)"
+    ensure_ports_free "$port"
+    start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
+    pid=$SERVER_PID
+    wait_ready "$pid" "$url" "$expect" "$logf" "$dir"
+
+    a0=$(backend_accepts)
+    "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
+    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$dir/wrk.txt" 2>&1 \
+        || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+    alive "$pid" || fail_server "$sys died during the wrk run" "$logf" "$dir"
+    "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
+    a1=$(backend_accepts)
+
+    "$PY" "$LIB" record --round "$round" --case "$case" --system "$sys" --url "$url" \
+        --duration "$DURATION" --wrk "$dir/wrk.txt" --before "$dir/before.json" \
+        --after "$dir/after.json" --clk-tck "$CLK_TCK" \
+        --accepts-before "$a0" --accepts-after "$a1" --summary >>"$TMP/runs.jsonl"
+
+    stop_pid "$pid"
+    if [[ $sys == turnpike* && $STOP_RC -ne 0 ]]; then
+        warn "turnpike exited with status $STOP_RC after SIGTERM (expected 0); last log lines:"
+        tail -n 10 "$logf" >&2 || true
+    fi
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    for pair in "${PLAN[@]}"; do
+        run_one "$round" "$pair"
+    done
+done
+
+stop_pid "$BACKEND_PID" 10
+
+mkdir -p "$RESULTS"
+OUT=$RESULTS/$STAMP.md
+{
+    cat "$HEADER"
+    "$PY" "$LIB" report "$TMP/runs.jsonl" \
+        ${NGINX_VER:+--nginx-label "nginx $NGINX_VER"} \
+        ${HAPROXY_VER:+--haproxy-label "HAProxy $HAPROXY_VER"}
+} >"$OUT"
+cat "$OUT"
+log "written to ${OUT#"$REPO_DIR"/}"

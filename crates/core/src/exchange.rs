@@ -1,0 +1,103 @@
+//! The exchange: one request, its response, and what the gateway learned about them on the way.
+
+use std::net::SocketAddr;
+
+use http::request::Parts;
+use http::Response;
+use smallvec::SmallVec;
+
+use crate::body::Body;
+
+/// Byte ranges of the path parameters in the request path, in the order the route's template
+/// names them (`/items/{id}` → one range).
+pub type PathParams = SmallVec<[(u16, u16); 4]>;
+
+/// One request travelling through the gateway. Policies read and change it; the engine forwards
+/// `request` + `request_body` to the target and fills `response` with the answer.
+#[derive(Debug)]
+pub struct Exchange {
+    /// Request head as received (then as changed by request-phase policies).
+    pub request: Parts,
+    /// Request body; streamed unless a policy asked for it buffered.
+    pub request_body: Body,
+    /// The client's address as seen on the socket.
+    pub client: SocketAddr,
+    /// Path parameters bound by the route's template.
+    pub params: PathParams,
+    /// The path as it was received, before any policy rewrote `request.uri` (parameters index
+    /// into it).
+    pub original_path: Box<str>,
+    /// The response: set by a policy that answers (`return`), or by the engine from the target.
+    pub response: Option<Response<Body>>,
+    /// A body prepared by `static` for a later `return` (request phase).
+    pub pending_body: Option<(bytes::Bytes, http::HeaderValue)>,
+}
+
+impl Exchange {
+    /// Starts an exchange for a request received from `client`.
+    pub fn new(request: Parts, request_body: Body, client: SocketAddr, params: PathParams) -> Self {
+        let original_path = request.uri.path().into();
+        Exchange {
+            request,
+            request_body,
+            client,
+            params,
+            original_path,
+            response: None,
+            pending_body: None,
+        }
+    }
+
+    /// The value of the `i`-th path parameter (raw, not percent-decoded), or "" when unbound.
+    pub fn param(&self, i: usize) -> &str {
+        match self.params.get(i) {
+            Some(&(s, e)) => self.original_path.get(s as usize..e as usize).unwrap_or(""),
+            None => "",
+        }
+    }
+
+    /// The first value of query parameter `name`, percent-decoded.
+    pub fn query(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let q = self.request.uri.query()?;
+        q.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let k = percent_encoding::percent_decode_str(k).decode_utf8_lossy();
+            (k == name).then(|| {
+                let v = v.replace('+', " ");
+                std::borrow::Cow::Owned(
+                    percent_encoding::percent_decode_str(&v)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                )
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An exchange for `uri` from 192.0.2.1 with the given headers (test helper).
+    pub fn exchange(method: &str, uri: &str, headers: &[(&str, &str)]) -> Exchange {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let (parts, _) = b.body(()).unwrap().into_parts();
+        Exchange::new(
+            parts,
+            Body::Empty,
+            "192.0.2.1:5000".parse().unwrap(),
+            PathParams::new(),
+        )
+    }
+
+    #[test]
+    fn query_values_are_decoded() {
+        let ex = exchange("GET", "/a?x=1&name=J%C3%BCrgen+M&flag", &[]);
+        assert_eq!(ex.query("name").unwrap(), "Jürgen M");
+        assert_eq!(ex.query("flag").unwrap(), "");
+        assert!(ex.query("nope").is_none());
+    }
+}

@@ -1,0 +1,60 @@
+//! The contract between the engine and every policy.
+//!
+//! For each request the engine runs the API's compiled chain: the request phase of each step in
+//! order, then (after the target answered, or after a policy answered) the response phase of
+//! the steps already passed, in reverse order — Membrane's flow semantics.
+
+use http::Response;
+
+use crate::body::Body;
+use crate::exchange::Exchange;
+use crate::problem::Problem;
+
+/// What the engine must do after a policy ran.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Go on with the next policy (or the target).
+    Continue,
+    /// Stop the request phase and answer with this response; the response phase of the policies
+    /// already passed still runs.
+    Respond(Response<Body>),
+    /// Stop and answer with this problem (rendered as problem+json, or a SOAP fault on SOAP APIs).
+    Reject(Problem),
+}
+
+/// How much of the request body a policy needs before its request phase can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum BodyNeed {
+    /// The policy never looks at the body: it is streamed to the target untouched.
+    #[default]
+    None,
+    /// The policy inspects the body as it streams.
+    Stream,
+    /// The policy needs the whole body in memory (up to the size limit).
+    Buffer,
+}
+
+/// A compiled policy. Built once when a config is loaded; shared by every worker and request.
+///
+/// Implementations must not block: they run on the data plane's event loop.
+pub trait Policy: Send + Sync + 'static {
+    /// The policy's name as written in YAML, for logs and errors.
+    fn name(&self) -> &'static str;
+
+    /// The body the request phase needs; the engine buffers the body only when a policy of the
+    /// chain returns [`BodyNeed::Buffer`]. Called once, when the chain is compiled.
+    fn body_need(&self) -> BodyNeed {
+        BodyNeed::None
+    }
+
+    /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
+    fn on_request(&self, _ex: &mut Exchange) -> Outcome {
+        Outcome::Continue
+    }
+
+    /// Runs on the response (`ex.response` is set) before it goes to the client; may change it
+    /// or replace it. `Respond` replaces the response; `Reject` replaces it with a problem.
+    fn on_response(&self, _ex: &mut Exchange) -> Outcome {
+        Outcome::Continue
+    }
+}
