@@ -19,6 +19,7 @@ import re
 import socket
 import statistics
 import sys
+import time
 
 # ---------------------------------------------------------------- ports-free
 
@@ -93,7 +94,8 @@ def proctree(root):
         todo.extend(kids.get(pid, []))
     ticks = sum(stats[p][1] + stats[p][2] for p in tree)
     hwm = sum(_vm_hwm_kb(p) for p in tree)
-    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm}
+    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm,
+            "time": time.monotonic()}
 
 
 def cmd_proctree(args):
@@ -152,12 +154,14 @@ def cmd_record(args):
         after = json.load(f)
     ticks = after["ticks"] - before["ticks"]
     cpu_s = ticks / float(args.clk_tck)
+    wall = after.get("time", 0) - before.get("time", 0)
     rec = {
         "round": args.round, "case": args.case, "system": args.system,
         "url": args.url, "duration_s": args.duration,
         "cpu_ticks": ticks, "cpu_s": cpu_s,
         "cpu_us_per_req": cpu_s * 1e6 / w["requests"] if w["requests"] else None,
-        "cpu_util_pct": 100.0 * cpu_s / args.duration if args.duration else None,
+        # share of one CPU used between the two snapshots (which bracket wrk)
+        "cpu_util_pct": 100.0 * cpu_s / wall if wall > 0 else None,
         "rss_mb": after["hwm_kb"] / 1024.0,
         "procs": len(after["pids"]),
         "upstream_conns": None,

@@ -6,7 +6,7 @@ COUNT extra `api:` documents right before its first `api:` document, so the
 benchmarked API (path /bench/) stays byte-for-byte the same and comes last:
 a router that scans APIs in order has to pass all COUNT of them.
 
-Each extra API listens on the same port as the benchmarked one, has the
+Each extra API listens on the same port (and ip) as the benchmarked one, has the
 distinct path prefix /svcNNNNN/ (/svc00001/ ... /svc10000/) and the same
 target. Documents are written in YAML flow style, one line each.
 
@@ -45,9 +45,26 @@ def first_key(doc):
     return None
 
 
-def scalar(doc, key):
-    m = re.search(r"^\s*%s:\s*([^\s#]+)" % re.escape(key), doc, re.M)
-    return m.group(1) if m else None
+def api_fields(doc):
+    """Read port, ip, target host and target port of a block-style api doc.
+
+    Only the simple shape used in bench/configs is supported:
+    `api:` then 2-space-indented keys, `target:` with 4-space-indented keys.
+    """
+    fields, section = {}, None
+    for line in doc.splitlines():
+        line = line.split(" #", 1)[0].rstrip()
+        m = re.match(r"^( *)([A-Za-z]\w*):\s*(.*)$", line)
+        if not m:
+            continue
+        indent, key, val = len(m.group(1)), m.group(2), m.group(3)
+        if indent == 2:
+            section = key
+            if val:
+                fields[key] = val
+        elif indent == 4 and section == "target" and val:
+            fields["target." + key] = val
+    return fields
 
 
 def main():
@@ -66,18 +83,15 @@ def main():
     if not api_idx:
         sys.exit("gen_many_apis.py: no 'api:' document in %s" % args.base)
     bench = docs[api_idx[0]]
-    # The benchmarked API's port and target (block style in the base file:
-    # `port:` appears first under api:, then host/port under target:).
-    ports = re.findall(r"^\s*port:\s*(\d+)", bench, re.M)
-    host = scalar(bench, "host")
-    if len(ports) < 2 or host is None:
-        sys.exit("gen_many_apis.py: cannot read api port / target host+port from %s"
+    # Same listener (port, ip) and same target as the benchmarked API.
+    f = api_fields(bench)
+    if not all(k in f for k in ("port", "target.host", "target.port")):
+        sys.exit("gen_many_apis.py: cannot read port and target host/port of the api in %s"
                  % args.base)
-    api_port, target_port = ports[0], ports[1]
-
+    listen = "port: %s" % f["port"] + (", ip: %s" % f["ip"] if "ip" in f else "")
     extra = [
-        "api: { port: %s, path: { uri: /svc%05d/ }, target: { host: %s, port: %s } }\n"
-        % (api_port, n, host, target_port)
+        "api: { %s, path: { uri: /svc%05d/ }, target: { host: %s, port: %s } }\n"
+        % (listen, n, f["target.host"], f["target.port"])
         for n in range(1, args.count + 1)
     ]
 

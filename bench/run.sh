@@ -20,7 +20,7 @@ SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
 CASES=short,proxy,routes         # hidden option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
-STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-30}     # s to wait after SIGTERM before SIGKILL
+STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
 SUT_CPU=1    # system under test
 LOAD_CPU=0   # wrk and the nginx backend
 
@@ -329,7 +329,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
     taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$dir/wrk.txt" 2>&1 \
         || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
-    alive "$pid" || fail_server "$sys died during the wrk run" "$logf" "$dir"
+    alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)
 

@@ -29,8 +29,6 @@ pub struct Exchange {
     pub original_path: Box<str>,
     /// The response: set by a policy that answers (`return`), or by the engine from the target.
     pub response: Option<Response<Body>>,
-    /// A body prepared by `static` for a later `return` (request phase).
-    pub pending_body: Option<(bytes::Bytes, http::HeaderValue)>,
 }
 
 impl Exchange {
@@ -44,7 +42,6 @@ impl Exchange {
             params,
             original_path,
             response: None,
-            pending_body: None,
         }
     }
 

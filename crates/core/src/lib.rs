@@ -3,6 +3,7 @@
 //! compiled [`Template`]s, the path/host/method [`Router`], bodies and problem+json responses.
 
 pub mod body;
+pub mod chain;
 pub mod exchange;
 pub mod policy;
 pub mod problem;
@@ -10,6 +11,7 @@ pub mod router;
 pub mod template;
 
 pub use body::Body;
+pub use chain::{Chain, RequestEnd, Step};
 pub use exchange::Exchange;
 pub use policy::{BodyNeed, Outcome, Policy};
 pub use problem::Problem;

@@ -1,0 +1,113 @@
+//! A compiled flow: the ordered policies of an API (global ones first), each marked with the
+//! phases it runs in, and the body need of the whole chain computed once at compile time.
+
+use crate::exchange::Exchange;
+use crate::policy::{BodyNeed, Outcome, Policy};
+
+/// One policy of a chain and the phases it takes part in.
+pub struct Step {
+    /// The policy.
+    pub policy: Box<dyn Policy>,
+    /// Runs in the request phase.
+    pub request: bool,
+    /// Runs in the response phase.
+    pub response: bool,
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}({}{})",
+            self.policy.name(),
+            if self.request { "req" } else { "" },
+            if self.response { "res" } else { "" }
+        )
+    }
+}
+
+/// What the request phase of a chain ended with.
+#[derive(Debug)]
+pub enum RequestEnd {
+    /// Every request step continued: forward to the target.
+    Forward,
+    /// A policy answered or rejected; the response phase runs from step `at` backwards.
+    Answered {
+        /// Index of the step that answered; steps before it get the response phase.
+        at: usize,
+        /// Its outcome (`Respond` or `Reject`).
+        outcome: Outcome,
+    },
+}
+
+/// An API's compiled policy chain.
+#[derive(Debug, Default)]
+pub struct Chain {
+    steps: Vec<Step>,
+    body_need: BodyNeed,
+    has_response_steps: bool,
+}
+
+impl Chain {
+    /// Builds a chain; the body need is the largest need of its request steps.
+    pub fn new(steps: Vec<Step>) -> Self {
+        let body_need = steps
+            .iter()
+            .filter(|s| s.request)
+            .map(|s| s.policy.body_need())
+            .max()
+            .unwrap_or_default();
+        let has_response_steps = steps.iter().any(|s| s.response);
+        Chain {
+            steps,
+            body_need,
+            has_response_steps,
+        }
+    }
+
+    /// The steps, in flow order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// What the request phase needs of the body (computed once).
+    pub fn body_need(&self) -> BodyNeed {
+        self.body_need
+    }
+
+    /// True when no step has a response phase (the engine then skips it).
+    pub fn has_response_steps(&self) -> bool {
+        self.has_response_steps
+    }
+
+    /// Runs the request phase in order until a policy answers.
+    pub fn run_request(&self, ex: &mut Exchange) -> RequestEnd {
+        for (i, step) in self.steps.iter().enumerate() {
+            if !step.request {
+                continue;
+            }
+            match step.policy.on_request(ex) {
+                Outcome::Continue => {}
+                outcome => return RequestEnd::Answered { at: i, outcome },
+            }
+        }
+        RequestEnd::Forward
+    }
+
+    /// Runs the response phase of the steps before `end` (all steps: `usize::MAX`), last first.
+    /// A policy that answers replaces `ex.response`; the phase continues with the earlier steps.
+    pub fn run_response(&self, ex: &mut Exchange, end: usize) -> Option<crate::Problem> {
+        let end = end.min(self.steps.len());
+        for step in self.steps[..end].iter().rev() {
+            if !step.response {
+                continue;
+            }
+            match step.policy.on_response(ex) {
+                Outcome::Continue => {}
+                Outcome::Respond(r) => ex.response = Some(r),
+                Outcome::Reject(p) => return Some(p),
+            }
+        }
+        None
+    }
+}

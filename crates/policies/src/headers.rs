@@ -1,0 +1,212 @@
+//! `setHeader` and `removeHeader`: change a header of the request or of the response, depending
+//! on the phase they run in.
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use turnpike_config::{RemoveHeaderPolicy, SetHeaderPolicy};
+use turnpike_core::{Exchange, Outcome, Policy, Problem, Template};
+
+use crate::{err, CompileError, FlowContext};
+
+/// A header value: built once when it has no placeholder, rendered per request otherwise.
+#[derive(Debug, Clone)]
+pub(crate) enum ValueTemplate {
+    Literal(HeaderValue),
+    Dynamic(Template),
+}
+
+impl ValueTemplate {
+    pub(crate) fn compile(src: &str, ctx: &FlowContext<'_>) -> Result<Self, String> {
+        let t = Template::parse(src, ctx.scope)?;
+        Ok(match t.as_literal() {
+            Some(l) => ValueTemplate::Literal(
+                HeaderValue::from_str(l).map_err(|_| format!("`{l}` is not a valid header value"))?,
+            ),
+            None => ValueTemplate::Dynamic(t),
+        })
+    }
+
+    /// The value for this exchange; `None` when the rendered text cannot be a header value.
+    pub(crate) fn render(&self, ex: &Exchange) -> Option<HeaderValue> {
+        match self {
+            ValueTemplate::Literal(v) => Some(v.clone()),
+            ValueTemplate::Dynamic(t) => HeaderValue::from_str(&t.render(ex)).ok(),
+        }
+    }
+}
+
+pub(crate) fn header_name(name: &str) -> Result<HeaderName, CompileError> {
+    HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| err("name", format!("`{name}` is not a valid header name")))
+}
+
+/// `setHeader`: sets (or, with `ifAbsent`, adds when missing) one header.
+#[derive(Debug)]
+pub struct SetHeader {
+    name: HeaderName,
+    value: ValueTemplate,
+    if_absent: bool,
+}
+
+impl SetHeader {
+    /// Compiles the policy; the value's template is parsed here.
+    pub fn compile(c: &SetHeaderPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+        Ok(SetHeader {
+            name: header_name(&c.name)?,
+            value: ValueTemplate::compile(&c.value, ctx).map_err(|m| err("value", m))?,
+            if_absent: c.if_absent.0,
+        })
+    }
+
+    fn apply(&self, ex: &Exchange, headers: &mut HeaderMap, status: StatusCode) -> Outcome {
+        if self.if_absent && headers.contains_key(&self.name) {
+            return Outcome::Continue;
+        }
+        match self.value.render(ex) {
+            Some(v) => {
+                headers.insert(self.name.clone(), v);
+                Outcome::Continue
+            }
+            None => Outcome::Reject(
+                Problem::new(status, "invalid-header", "A header could not be set").with_detail(
+                    format!("the value computed for `{}` is not a valid header value", self.name),
+                ),
+            ),
+        }
+    }
+}
+
+impl Policy for SetHeader {
+    fn name(&self) -> &'static str {
+        "setHeader"
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let mut headers = std::mem::take(&mut ex.request.headers);
+        let out = self.apply(ex, &mut headers, StatusCode::BAD_REQUEST);
+        ex.request.headers = headers;
+        out
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        let Some(mut res) = ex.response.take() else {
+            return Outcome::Continue;
+        };
+        let out = self.apply(ex, res.headers_mut(), StatusCode::BAD_GATEWAY);
+        ex.response = Some(res);
+        out
+    }
+}
+
+/// `removeHeader`: removes every value of one header.
+#[derive(Debug)]
+pub struct RemoveHeader {
+    name: HeaderName,
+}
+
+impl RemoveHeader {
+    /// Compiles the policy.
+    pub fn compile(c: &RemoveHeaderPolicy) -> Result<Self, CompileError> {
+        Ok(RemoveHeader {
+            name: header_name(&c.name)?,
+        })
+    }
+}
+
+impl Policy for RemoveHeader {
+    fn name(&self) -> &'static str {
+        "removeHeader"
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        ex.request.headers.remove(&self.name);
+        Outcome::Continue
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        if let Some(res) = ex.response.as_mut() {
+            res.headers_mut().remove(&self.name);
+        }
+        Outcome::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::exchange;
+    use turnpike_config::units::Flag;
+    use turnpike_core::{Body, TemplateScope};
+
+    fn set(name: &str, value: &str, if_absent: bool) -> SetHeader {
+        let scope = TemplateScope::default();
+        SetHeader::compile(
+            &SetHeaderPolicy {
+                name: name.into(),
+                value: value.into(),
+                if_absent: Flag(if_absent),
+            },
+            &FlowContext { scope: &scope },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn sets_request_and_response_headers() {
+        let p = set("X-Client", "${client.ip} ${method}", false);
+        let mut ex = exchange("GET", "/", &[("x-client", "old")], "");
+        assert!(matches!(p.on_request(&mut ex), Outcome::Continue));
+        assert_eq!(ex.request.headers["x-client"], "198.51.100.7 GET");
+        ex.response = Some(http::Response::new(Body::Empty));
+        p.on_response(&mut ex);
+        assert_eq!(ex.response.unwrap().headers()["x-client"], "198.51.100.7 GET");
+    }
+
+    #[test]
+    fn if_absent_keeps_existing() {
+        let p = set("X-A", "new", true);
+        let mut ex = exchange("GET", "/", &[("x-a", "old")], "");
+        p.on_request(&mut ex);
+        assert_eq!(ex.request.headers["x-a"], "old");
+        let mut ex = exchange("GET", "/", &[], "");
+        p.on_request(&mut ex);
+        assert_eq!(ex.request.headers["x-a"], "new");
+    }
+
+    #[test]
+    fn invalid_rendered_value_is_a_400() {
+        let p = set("X-Q", "${query.q}", false);
+        let mut ex = exchange("GET", "/?q=a%0Ab", &[], "");
+        match p.on_request(&mut ex) {
+            Outcome::Reject(pr) => assert_eq!(pr.status, 400),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_names_and_values_fail_to_compile() {
+        let scope = TemplateScope::default();
+        let ctx = FlowContext { scope: &scope };
+        let bad = |n: &str, v: &str| {
+            SetHeader::compile(
+                &SetHeaderPolicy {
+                    name: n.into(),
+                    value: v.into(),
+                    if_absent: Flag(false),
+                },
+                &ctx,
+            )
+            .unwrap_err()
+        };
+        assert_eq!(bad("a b", "x").0, "name");
+        assert_eq!(bad("a", "${nope}").0, "value");
+        assert_eq!(bad("a", "x\ny").0, "value");
+    }
+
+    #[test]
+    fn removes() {
+        let p = RemoveHeader::compile(&RemoveHeaderPolicy { name: "X-A".into() }).unwrap();
+        let mut ex = exchange("GET", "/", &[("x-a", "1"), ("x-a", "2")], "");
+        p.on_request(&mut ex);
+        assert!(!ex.request.headers.contains_key("x-a"));
+    }
+}

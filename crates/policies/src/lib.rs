@@ -1,0 +1,146 @@
+//! Turnpike's policies. Each module holds one policy: its compiled form (built once when a config
+//! is loaded) and its request/response behaviour. [`compile_flow`] turns a configured flow into
+//! chain steps, rejecting every setting the policy does not implement.
+
+mod headers;
+mod respond;
+mod static_body;
+
+use turnpike_config::{ConfigErrors, Located, PolicyConfig};
+use turnpike_core::chain::Step;
+use turnpike_core::{Policy, TemplateScope};
+
+pub use headers::{RemoveHeader, SetHeader};
+pub use respond::Return;
+pub use static_body::Static;
+
+/// In which phases a policy of a flow runs: the top-level flow runs policies both ways (as
+/// Membrane does); `request:` and `response:` sub-flows restrict them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Request and response.
+    Both,
+    /// Request only.
+    Request,
+    /// Response only.
+    Response,
+}
+
+/// What a policy is compiled against.
+pub struct FlowContext<'a> {
+    /// What templates may refer to.
+    pub scope: &'a TemplateScope,
+}
+
+/// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
+/// every error in `errors`.
+pub fn compile_flow<T>(
+    flow: &[PolicyConfig],
+    owner: &Located<T>,
+    key: &str,
+    dir: Direction,
+    ctx: &FlowContext<'_>,
+    steps: &mut Vec<Step>,
+    errors: &mut ConfigErrors,
+) {
+    for (i, p) in flow.iter().enumerate() {
+        let at = format!("{key}[{i}].{}", p.name());
+        let at = at.trim_start_matches('.');
+        let (request, response) = match dir {
+            Direction::Both => (true, true),
+            Direction::Request => (true, false),
+            Direction::Response => (false, true),
+        };
+        let compiled: Result<Box<dyn Policy>, (String, String)> = match p {
+            PolicyConfig::Request(sub) | PolicyConfig::Response(sub) => {
+                let sub_dir = if matches!(p, PolicyConfig::Request(_)) {
+                    Direction::Request
+                } else {
+                    Direction::Response
+                };
+                if dir != Direction::Both && dir != sub_dir {
+                    errors.push(owner.error(
+                        at,
+                        format!("`{}:` cannot stand inside a `{}:` flow", p.name(), dir_name(dir)),
+                    ));
+                } else {
+                    compile_flow(sub, owner, at, sub_dir, ctx, steps, errors);
+                }
+                continue;
+            }
+            PolicyConfig::Return(c) => {
+                if dir == Direction::Response {
+                    Err((
+                        String::new(),
+                        "`return` answers a request: it cannot stand in a `response:` flow".into(),
+                    ))
+                } else {
+                    Return::compile(c, ctx).map(|p| Box::new(p) as Box<dyn Policy>)
+                }
+            }
+            PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::RemoveHeader(c) => {
+                RemoveHeader::compile(c).map(|p| Box::new(p) as _)
+            }
+        };
+        match compiled {
+            Ok(policy) => steps.push(Step {
+                policy,
+                request,
+                response,
+            }),
+            Err((sub, msg)) => {
+                let key = if sub.is_empty() {
+                    at.to_owned()
+                } else {
+                    format!("{at}.{sub}")
+                };
+                errors.push(owner.error(&key, msg));
+            }
+        }
+    }
+}
+
+fn dir_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Both => "flow",
+        Direction::Request => "request",
+        Direction::Response => "response",
+    }
+}
+
+/// True when the flow answers every request itself (an unconditional `return` in the request
+/// direction), so that an API without a target is still complete.
+pub fn answers_itself(flow: &[PolicyConfig]) -> bool {
+    flow.iter().any(|p| match p {
+        PolicyConfig::Return(_) => true,
+        PolicyConfig::Request(sub) => answers_itself(sub),
+        _ => false,
+    })
+}
+
+/// A compile error: the key below the policy (empty for the policy itself) and the message.
+pub(crate) type CompileError = (String, String);
+
+pub(crate) fn err(key: &str, msg: impl Into<String>) -> CompileError {
+    (key.to_owned(), msg.into())
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::net::SocketAddr;
+
+    use turnpike_core::exchange::PathParams;
+    use turnpike_core::{Body, Exchange};
+
+    pub fn exchange(method: &str, uri: &str, headers: &[(&str, &str)], body: &str) -> Exchange {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let (parts, _) = b.body(()).unwrap().into_parts();
+        let addr: SocketAddr = "198.51.100.7:4000".parse().unwrap();
+        Exchange::new(parts, Body::full(body.to_owned()), addr, PathParams::new())
+    }
+}

@@ -1,0 +1,56 @@
+//! `static`: sets the body of the message in the phase it runs in — the request's in the request
+//! phase (a following `return` then answers with it), the response's in the response phase.
+
+use http::{header, HeaderMap, HeaderValue};
+use turnpike_config::StaticPolicy;
+use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
+
+use crate::{err, CompileError, FlowContext};
+
+/// The compiled `static` policy.
+#[derive(Debug)]
+pub struct Static {
+    src: Template,
+    content_type: HeaderValue,
+}
+
+impl Static {
+    /// Compiles the policy; `src` may hold templates.
+    pub fn compile(c: &StaticPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+        Ok(Static {
+            src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
+            content_type: match &c.content_type {
+                Some(ct) => HeaderValue::from_str(ct)
+                    .map_err(|_| err("contentType", "not a valid header value"))?,
+                None => HeaderValue::from_static("text/plain; charset=utf-8"),
+            },
+        })
+    }
+
+    fn set_type(&self, h: &mut HeaderMap) {
+        h.remove(header::CONTENT_LENGTH);
+        h.remove(header::TRANSFER_ENCODING);
+        h.insert(header::CONTENT_TYPE, self.content_type.clone());
+    }
+}
+
+impl Policy for Static {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        ex.request_body = Body::full(self.src.render(ex).into_owned());
+        self.set_type(&mut ex.request.headers);
+        Outcome::Continue
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        let body = self.src.render(ex).into_owned();
+        if let Some(res) = ex.response.as_mut() {
+            *res.body_mut() = Body::full(body);
+            self.set_type(res.headers_mut());
+        }
+        Outcome::Continue
+    }
+}
