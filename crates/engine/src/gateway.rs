@@ -1,0 +1,232 @@
+//! The control plane: starts the workers, compiles configurations into snapshots, opens and
+//! closes listeners, swaps snapshots atomically on reload, and shuts down gracefully.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use arc_swap::ArcSwap;
+use tokio::sync::mpsc;
+use turnpike_config::{ConfigErrors, ConfigSet};
+
+use crate::listener::bind_group;
+use crate::snapshot::{self, Settings, Snapshot};
+use crate::worker::{self, Command};
+
+/// Why a configuration could not be started or applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The configuration has errors (each with its location).
+    #[error("{0}")]
+    Config(#[from] ConfigErrors),
+    /// A listener could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A worker thread could not be started.
+    #[error("cannot start a worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+struct Control {
+    /// Configured address → bound address, for every open listener.
+    bound: HashMap<SocketAddr, SocketAddr>,
+    settings: Settings,
+    sources: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+/// A running gateway. Dropping it stops the workers at once; [`Gateway::shutdown`] lets
+/// in-flight requests finish first.
+pub struct Gateway {
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    workers: Vec<(mpsc::UnboundedSender<Command>, JoinHandle<()>)>,
+    control: Mutex<Control>,
+}
+
+impl Gateway {
+    /// Loads the configuration from `sources` (files or folders) and starts serving it.
+    pub fn start_from(sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
+        let set = turnpike_config::load(&sources)?;
+        Self::start(set, sources)
+    }
+
+    /// Compiles `set`, opens its listeners, and starts the workers. `sources` is what
+    /// [`Gateway::reload`] reads again.
+    pub fn start(set: ConfigSet, sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
+        let snap = snapshot::compile(&set)?;
+        let settings = snap.settings.clone();
+        let threads = settings.threads.max(1);
+        let mut opened = Vec::new();
+        let mut bound = HashMap::new();
+        for &key in snap.listeners.keys() {
+            let (addr, sockets) =
+                bind_group(key, threads).map_err(|source| ApplyError::Bind { addr: key, source })?;
+            bound.insert(key, addr);
+            opened.push((key, sockets));
+        }
+        let snapshot = Arc::new(ArcSwap::from_pointee(snap));
+        let mut workers = Vec::with_capacity(threads);
+        for id in 0..threads {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let snap = Arc::clone(&snapshot);
+            let s = settings.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("turnpike-worker-{id}"))
+                .spawn(move || {
+                    if let Err(e) = worker::run(id, snap, s, rx) {
+                        tracing::error!(worker = id, "worker failed to start: {e}");
+                    }
+                })
+                .map_err(ApplyError::Thread)?;
+            workers.push((tx, handle));
+        }
+        let gw = Gateway {
+            snapshot,
+            workers,
+            control: Mutex::new(Control {
+                bound,
+                settings,
+                sources,
+                files: set.files.clone(),
+            }),
+        };
+        gw.distribute(opened);
+        Ok(gw)
+    }
+
+    fn distribute(&self, opened: Vec<(SocketAddr, Vec<std::net::TcpListener>)>) {
+        let mut per_worker: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
+            (0..self.workers.len()).map(|_| Vec::new()).collect();
+        for (key, sockets) in opened {
+            for (i, s) in sockets.into_iter().enumerate() {
+                if let Some(list) = per_worker.get_mut(i) {
+                    list.push((key, s));
+                }
+            }
+        }
+        for ((tx, _), list) in self.workers.iter().zip(per_worker) {
+            if !list.is_empty() {
+                let _ = tx.send(Command::Open(list));
+            }
+        }
+    }
+
+    /// The address a configured listening address is bound to (they differ for port 0).
+    pub fn bound_addr(&self, configured: SocketAddr) -> Option<SocketAddr> {
+        self.lock().bound.get(&configured).copied()
+    }
+
+    /// Every open listener: configured address and bound address.
+    pub fn listeners(&self) -> Vec<(SocketAddr, SocketAddr)> {
+        let mut v: Vec<_> = self.lock().bound.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort();
+        v
+    }
+
+    /// Every file the current configuration was read from.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.lock().files.clone()
+    }
+
+    /// The paths given at start (files or folders).
+    pub fn sources(&self) -> Vec<PathBuf> {
+        self.lock().sources.clone()
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the sources again and applies them. On any error nothing changes and the current
+    /// configuration keeps serving.
+    pub fn reload(&self) -> Result<(), ApplyError> {
+        let sources = self.sources();
+        let set = turnpike_config::load(&sources)?;
+        self.apply(set)
+    }
+
+    /// Applies a new configuration: compiled off the request path, new listeners opened, the
+    /// snapshot swapped atomically (requests in flight finish on the old one), removed listeners
+    /// closed. On any error nothing changes.
+    pub fn apply(&self, set: ConfigSet) -> Result<(), ApplyError> {
+        let snap = snapshot::compile(&set)?;
+        let mut control = self.lock();
+        let threads = self.workers.len();
+        let mut opened = Vec::new();
+        let mut new_bound = HashMap::new();
+        for &key in snap.listeners.keys() {
+            if let Some(addr) = control.bound.get(&key) {
+                new_bound.insert(key, *addr);
+                continue;
+            }
+            let (addr, sockets) =
+                bind_group(key, threads).map_err(|source| ApplyError::Bind { addr: key, source })?;
+            new_bound.insert(key, addr);
+            opened.push((key, sockets));
+        }
+        let closed: Vec<SocketAddr> = control
+            .bound
+            .keys()
+            .filter(|k| !snap.listeners.contains_key(k))
+            .copied()
+            .collect();
+        let settings = snap.settings.clone();
+        if settings.threads != control.settings.threads {
+            tracing::warn!(
+                running = control.settings.threads,
+                configured = settings.threads,
+                "gateway.threads changes take effect after a restart"
+            );
+        }
+        self.snapshot.store(Arc::new(snap));
+        if settings != control.settings {
+            for (tx, _) in &self.workers {
+                let _ = tx.send(Command::Settings(settings.clone()));
+            }
+        }
+        self.distribute(opened);
+        if !closed.is_empty() {
+            for (tx, _) in &self.workers {
+                let _ = tx.send(Command::Close(closed.clone()));
+            }
+        }
+        control.bound = new_bound;
+        control.settings = settings;
+        control.files = set.files;
+        Ok(())
+    }
+
+    /// Stops accepting, lets in-flight requests finish within the configured grace period, and
+    /// waits for the workers to end.
+    pub fn shutdown(mut self) {
+        let grace = self.lock().settings.shutdown_timeout;
+        self.stop(grace);
+    }
+
+    fn stop(&mut self, grace: std::time::Duration) {
+        for (tx, _) in &self.workers {
+            let _ = tx.send(Command::Shutdown(grace));
+        }
+        for (_, handle) in self.workers.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop(std::time::Duration::ZERO);
+    }
+}

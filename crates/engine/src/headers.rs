@@ -1,0 +1,99 @@
+//! Header hygiene for forwarding (RFC 9110 §7.6): hop-by-hop headers are removed in both
+//! directions, and the `X-Forwarded-*` headers are added to requests.
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Removes `Connection`, every header it names, and the fixed hop-by-hop headers.
+pub fn remove_hop_by_hop(h: &mut HeaderMap) {
+    if h.contains_key(header::CONNECTION) {
+        let mut named = Vec::new();
+        for value in h.get_all(header::CONNECTION) {
+            if let Ok(list) = value.to_str() {
+                named.extend(
+                    list.split(',')
+                        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+                );
+            }
+        }
+        h.remove(header::CONNECTION);
+        for n in named {
+            h.remove(n);
+        }
+    }
+    h.remove(&KEEP_ALIVE);
+    h.remove(&PROXY_CONNECTION);
+    h.remove(header::TE);
+    h.remove(header::TRANSFER_ENCODING);
+    h.remove(header::UPGRADE);
+    h.remove(header::PROXY_AUTHORIZATION);
+}
+
+/// Adds `X-Forwarded-For` (appending the client to any list received), `X-Forwarded-Proto` and
+/// `X-Forwarded-Host` (the `Host` the client asked for).
+pub fn add_forwarded(h: &mut HeaderMap, client: IpAddr, proto: &'static str) {
+    let mut buf = itoa_ip(client);
+    let xff = match h.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prev) if !prev.trim().is_empty() => {
+            let mut s = String::with_capacity(prev.len() + 2 + buf.len());
+            s.push_str(prev);
+            s.push_str(", ");
+            s.push_str(&buf);
+            s
+        }
+        _ => std::mem::take(&mut buf),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        h.insert(&X_FORWARDED_FOR, v);
+    }
+    h.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+    if let Some(host) = h.get(header::HOST).cloned() {
+        h.insert(&X_FORWARDED_HOST, host);
+    }
+}
+
+fn itoa_ip(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        IpAddr::V4(v4) => v4.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_listed() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("close, X-Secret"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert("x-keep", HeaderValue::from_static("1"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn forwarded_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("api.example.com"));
+        h.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        add_forwarded(&mut h, "::ffff:10.1.2.3".parse().unwrap(), "http");
+        assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.1.2.3");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "api.example.com");
+    }
+}

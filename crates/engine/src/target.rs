@@ -1,0 +1,158 @@
+//! A compiled target: where an API forwards to, and how the upstream URI and `Host` are formed.
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderValue, Uri};
+use turnpike_config::TargetConfig;
+
+/// A compiled `target:`.
+#[derive(Debug, Clone)]
+pub struct Target {
+    scheme: Scheme,
+    authority: Authority,
+    host_header: HeaderValue,
+    /// Base path without a trailing `/` ("" when none).
+    base_path: String,
+    /// Rewrite `Host` to the target's authority.
+    pub adjust_host: bool,
+}
+
+impl Target {
+    /// Compiles the target; the error names the offending key (below `target`) and what is wrong.
+    pub fn compile(t: &TargetConfig) -> Result<Self, (String, String)> {
+        let adjust_host = t.adjust_host_header.map_or(true, |f| f.0);
+        let (scheme, authority, base) = match (&t.url, &t.host) {
+            (Some(_), Some(_)) => {
+                return Err(("url".into(), "give either `url` or `host`/`port`, not both".into()))
+            }
+            (None, None) => return Err((String::new(), "needs `url` or `host`".into())),
+            (Some(url), None) => {
+                if t.port.is_some() {
+                    return Err(("port".into(), "with `url`, put the port into the URL".into()));
+                }
+                let uri: Uri = url
+                    .parse()
+                    .map_err(|e| ("url".to_owned(), format!("`{url}` is not a URL: {e}")))?;
+                let scheme = uri
+                    .scheme()
+                    .cloned()
+                    .ok_or_else(|| ("url".to_owned(), format!("`{url}` has no scheme")))?;
+                if scheme == Scheme::HTTPS {
+                    return Err((
+                        "url".into(),
+                        "https targets are not supported yet (TLS to backends is not implemented)"
+                            .into(),
+                    ));
+                }
+                if scheme != Scheme::HTTP {
+                    return Err(("url".into(), format!("unsupported scheme `{scheme}`")));
+                }
+                let auth = uri
+                    .authority()
+                    .cloned()
+                    .ok_or_else(|| ("url".to_owned(), format!("`{url}` has no host")))?;
+                if uri.query().is_some() {
+                    return Err(("url".into(), "a target URL cannot have a query".into()));
+                }
+                (scheme, auth, uri.path().to_owned())
+            }
+            (None, Some(host)) => {
+                let port = t.port.unwrap_or(80);
+                let host_part = if host.contains(':') && !host.starts_with('[') {
+                    format!("[{host}]")
+                } else {
+                    host.clone()
+                };
+                let auth: Authority = format!("{host_part}:{port}")
+                    .parse()
+                    .map_err(|_| ("host".to_owned(), format!("`{host}` is not a host name")))?;
+                (Scheme::HTTP, auth, String::new())
+            }
+        };
+        let host_header = HeaderValue::from_str(authority.as_str())
+            .map_err(|_| ("host".to_owned(), "not a valid Host header".to_owned()))?;
+        Ok(Target {
+            scheme,
+            authority,
+            host_header,
+            base_path: base.trim_end_matches('/').to_owned(),
+            adjust_host,
+        })
+    }
+
+    /// The `Host` header value for this target.
+    pub fn host_header(&self) -> &HeaderValue {
+        &self.host_header
+    }
+
+    /// The authority (`host:port`).
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
+
+    /// The upstream URI for a request's path and query: the base path joined with the request
+    /// path. Without a base path, the request's path-and-query is reused as is (no copy).
+    pub fn upstream_uri(&self, pq: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let pq = match (self.base_path.is_empty(), pq) {
+            (true, Some(pq)) => pq.clone(),
+            (true, None) => PathAndQuery::from_static("/"),
+            (false, pq) => {
+                let rest = pq.map_or("/", |p| p.as_str());
+                let mut s = String::with_capacity(self.base_path.len() + rest.len());
+                s.push_str(&self.base_path);
+                if !rest.starts_with('/') {
+                    s.push('/');
+                }
+                s.push_str(rest);
+                PathAndQuery::try_from(s)?
+            }
+        };
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(pq)
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnpike_config::units::Flag;
+
+    fn t(url: Option<&str>, host: Option<&str>, port: Option<u16>) -> Result<Target, (String, String)> {
+        Target::compile(&TargetConfig {
+            url: url.map(Into::into),
+            host: host.map(Into::into),
+            port,
+            adjust_host_header: Some(Flag(true)),
+        })
+    }
+
+    #[test]
+    fn joins_base_path() {
+        let target = t(Some("http://127.0.0.1:2010/base/"), None, None).unwrap();
+        let pq = PathAndQuery::from_static("/items/1?x=2");
+        assert_eq!(
+            target.upstream_uri(Some(&pq)).unwrap().to_string(),
+            "http://127.0.0.1:2010/base/items/1?x=2"
+        );
+        let target = t(None, Some("localhost"), Some(8080)).unwrap();
+        assert_eq!(
+            target.upstream_uri(Some(&pq)).unwrap().to_string(),
+            "http://localhost:8080/items/1?x=2"
+        );
+        assert_eq!(target.host_header(), "localhost:8080");
+        let v6 = t(None, Some("::1"), Some(81)).unwrap();
+        assert_eq!(v6.authority().as_str(), "[::1]:81");
+    }
+
+    #[test]
+    fn rejects_bad_targets() {
+        assert_eq!(t(None, None, None).unwrap_err().0, "");
+        assert_eq!(t(Some("http://a"), Some("b"), None).unwrap_err().0, "url");
+        assert_eq!(t(Some("https://a"), None, None).unwrap_err().0, "url");
+        assert_eq!(t(Some("ftp://a"), None, None).unwrap_err().0, "url");
+        assert_eq!(t(Some("http://a/?q=1"), None, None).unwrap_err().0, "url");
+        assert_eq!(t(Some("/relative"), None, None).unwrap_err().0, "url");
+    }
+}

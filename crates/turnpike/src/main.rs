@@ -1,0 +1,176 @@
+//! `turnpike`: the command line. Parses arguments and wires the config and engine crates
+//! together; no gateway logic lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use clap::{Parser, Subcommand};
+use turnpike_engine::{ApplyError, Gateway};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "turnpike", version, about = "Turnpike API gateway")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the gateway.
+    Run {
+        /// Configuration file or folder (repeatable).
+        #[arg(short = 'c', long = "config", required = true)]
+        config: Vec<PathBuf>,
+        /// Reload when a configuration file changes (SIGHUP always reloads).
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Check a configuration: exit 0, or print every error with file:line:column and key.
+    Validate {
+        /// Configuration file or folder (repeatable).
+        #[arg(short = 'c', long = "config", required = true)]
+        config: Vec<PathBuf>,
+    },
+    /// Print the JSON Schema of configuration documents.
+    Schema,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Schema => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&turnpike_config::schema::json_schema())
+                    .unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Validate { config } => validate(&config),
+        Command::Run { config, watch } => {
+            init_logging();
+            match run(config, watch) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TURNPIKE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn validate(config: &[PathBuf]) -> ExitCode {
+    let result = turnpike_config::load(config)
+        .map_err(ApplyError::from)
+        .and_then(|set| turnpike_engine::compile(&set).map_err(ApplyError::from));
+    match result {
+        Ok(snap) => {
+            let apis: usize = snap.listeners.values().map(|l| l.router.len()).sum();
+            println!(
+                "configuration OK: {apis} APIs on {} listeners",
+                snap.listeners.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
+    let gateway = Gateway::start_from(config)?;
+    for (configured, bound) in gateway.listeners() {
+        if configured == bound {
+            tracing::info!("listening on {bound}");
+        } else {
+            tracing::info!("listening on {bound} (configured {configured})");
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(control_loop(&gateway, watch))?;
+    tracing::info!("shutting down: finishing in-flight requests");
+    gateway.shutdown();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Waits for signals (SIGHUP reloads; SIGTERM and SIGINT stop) and, with `--watch`, for changed
+/// configuration files. Returns when the gateway should stop.
+async fn control_loop(gateway: &Gateway, watch: bool) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut seen = fingerprint(gateway);
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: reloading configuration");
+                reload(gateway);
+                seen = fingerprint(gateway);
+            }
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = tick.tick(), if watch => {
+                let now = fingerprint(gateway);
+                if now != seen {
+                    tracing::info!("configuration changed on disk: reloading");
+                    reload(gateway);
+                    seen = fingerprint(gateway);
+                }
+            }
+        }
+    }
+}
+
+fn reload(gateway: &Gateway) {
+    match gateway.reload() {
+        Ok(()) => tracing::info!("configuration reloaded"),
+        Err(e) => {
+            for line in e.to_string().lines() {
+                tracing::error!("reload rejected, still serving the previous configuration: {line}");
+            }
+        }
+    }
+}
+
+/// Names and modification times of every configuration file, and of the YAML files in the
+/// folders given on the command line (so that new files are noticed).
+fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>)> {
+    let mut files = gateway.files();
+    for src in gateway.sources() {
+        if let Ok(rd) = std::fs::read_dir(&src) {
+            files.extend(rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| {
+                matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            }));
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
+        .into_iter()
+        .map(|p| {
+            let m = std::fs::metadata(&p).and_then(|m| m.modified()).ok();
+            (p, m)
+        })
+        .collect()
+}
