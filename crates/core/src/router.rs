@@ -5,7 +5,7 @@
 //! template paths live in one byte trie, so matching costs the length of the path, not the number
 //! of APIs. The most specific path wins: more literal bytes first, then more parameters, then a
 //! full template match over a prefix; ties go to the API read first. Regular-expression paths are
-//! tried, in file order, only when no literal or template path matches.
+//! ranked by the literal text they start with (`^/re/[0-9]+` counts as the prefix `/re/`).
 
 use std::collections::HashMap;
 
@@ -104,6 +104,25 @@ fn parse_template(t: &str) -> Result<Vec<Token>, String> {
     Ok(out)
 }
 
+/// The number of literal characters a regular expression starts with (after `^`): its
+/// specificity when ranked against literal paths.
+fn literal_prefix_len(re: &str) -> u32 {
+    let body = re.strip_prefix('^').unwrap_or(re);
+    let mut n = 0;
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            break;
+        }
+        // A literal followed by a quantifier is not fixed.
+        if matches!(chars.peek(), Some('*' | '?' | '{')) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
 /// Which hosts an API answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostPattern {
@@ -172,7 +191,8 @@ struct Node {
 #[derive(Debug)]
 struct Table {
     nodes: Vec<Node>,
-    regexes: Vec<(Regex, u32)>,
+    /// Regular expressions with the length of their literal prefix (their specificity).
+    regexes: Vec<(Regex, u32, u32)>,
 }
 
 impl Default for Table {
@@ -245,7 +265,7 @@ impl Table {
             }
             PathSpec::Regex(r) => {
                 let re = Regex::new(r).map_err(|e| format!("invalid regular expression: {e}"))?;
-                self.regexes.push((re, route));
+                self.regexes.push((re, literal_prefix_len(r), route));
             }
         }
         Ok(())
@@ -255,27 +275,42 @@ impl Table {
         let mut best: Option<Best> = None;
         let mut params = PathParams::new();
         self.walk(0, path.as_bytes(), 0, 0, &mut params, &mut best, method_ok);
-        if let Some(b) = best {
-            return Some((b.route, b.params));
-        }
-        for (re, route) in &self.regexes {
+        for (re, literal, route) in &self.regexes {
             if !method_ok(*route) {
                 continue;
             }
-            if re.captures_len() == 1 {
-                if re.is_match(path) {
-                    return Some((*route, PathParams::new()));
-                }
-            } else if let Some(caps) = re.captures(path) {
-                let mut params = PathParams::new();
-                for name in re.capture_names().flatten() {
-                    let (s, e) = caps.name(name).map_or((0, 0), |m| (m.start(), m.end()));
-                    params.push((s as u16, e as u16));
-                }
-                return Some((*route, params));
+            let score = Score {
+                literal: *literal,
+                params: 0,
+                exact: false,
+            };
+            if best.as_ref().is_some_and(|b| b.score > score || (b.score == score && b.route < *route)) {
+                continue;
             }
+            let params = if re.captures_len() == 1 {
+                if !re.is_match(path) {
+                    continue;
+                }
+                PathParams::new()
+            } else {
+                let Some(caps) = re.captures(path) else {
+                    continue;
+                };
+                re.capture_names()
+                    .flatten()
+                    .map(|name| {
+                        let (s, e) = caps.name(name).map_or((0, 0), |m| (m.start(), m.end()));
+                        (s as u16, e as u16)
+                    })
+                    .collect()
+            };
+            best = Some(Best {
+                route: *route,
+                score,
+                params,
+            });
         }
-        None
+        best.map(|b| (b.route, b.params))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -523,6 +558,9 @@ mod tests {
         assert_eq!(*m.value, "re");
         assert_eq!(m.params.as_slice(), &[(3, 6)]);
         assert!(r.lookup(None, &Method::GET, "/r/x").is_none());
+        assert_eq!(literal_prefix_len("^/r/(?P<n>[0-9]+)$"), 3);
+        assert_eq!(literal_prefix_len("/ab?"), 2);
+        assert_eq!(literal_prefix_len(".*"), 0);
     }
 
     #[test]
