@@ -57,21 +57,18 @@ impl SetHeader {
         })
     }
 
-    fn apply(&self, ex: &Exchange, headers: &mut HeaderMap, status: StatusCode) -> Outcome {
-        if self.if_absent && headers.contains_key(&self.name) {
-            return Outcome::Continue;
+    /// The value to set, or `None` when `ifAbsent` finds the header present. Rendered before the
+    /// headers are changed, so that templates see the message as it arrived at this policy.
+    fn value(&self, ex: &Exchange, current: &HeaderMap, status: StatusCode) -> Result<Option<HeaderValue>, Problem> {
+        if self.if_absent && current.contains_key(&self.name) {
+            return Ok(None);
         }
-        match self.value.render(ex) {
-            Some(v) => {
-                headers.insert(self.name.clone(), v);
-                Outcome::Continue
-            }
-            None => Outcome::Reject(
-                Problem::new(status, "invalid-header", "A header could not be set").with_detail(
-                    format!("the value computed for `{}` is not a valid header value", self.name),
-                ),
-            ),
-        }
+        self.value.render(ex).map(Some).ok_or_else(|| {
+            Problem::new(status, "invalid-header", "A header could not be set").with_detail(format!(
+                "the value computed for `{}` is not a valid header value",
+                self.name
+            ))
+        })
     }
 }
 
@@ -81,19 +78,30 @@ impl Policy for SetHeader {
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let mut headers = std::mem::take(&mut ex.request.headers);
-        let out = self.apply(ex, &mut headers, StatusCode::BAD_REQUEST);
-        ex.request.headers = headers;
-        out
+        match self.value(ex, &ex.request.headers, StatusCode::BAD_REQUEST) {
+            Ok(Some(v)) => {
+                ex.request.headers.insert(self.name.clone(), v);
+                Outcome::Continue
+            }
+            Ok(None) => Outcome::Continue,
+            Err(p) => Outcome::Reject(p),
+        }
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        let Some(mut res) = ex.response.take() else {
+        let Some(res) = ex.response.as_ref() else {
             return Outcome::Continue;
         };
-        let out = self.apply(ex, res.headers_mut(), StatusCode::BAD_GATEWAY);
-        ex.response = Some(res);
-        out
+        match self.value(ex, res.headers(), StatusCode::BAD_GATEWAY) {
+            Ok(Some(v)) => {
+                if let Some(res) = ex.response.as_mut() {
+                    res.headers_mut().insert(self.name.clone(), v);
+                }
+                Outcome::Continue
+            }
+            Ok(None) => Outcome::Continue,
+            Err(p) => Outcome::Reject(p),
+        }
     }
 }
 
@@ -152,13 +160,16 @@ mod tests {
 
     #[test]
     fn sets_request_and_response_headers() {
-        let p = set("X-Client", "${client.ip} ${method}", false);
+        let p = set("X-Client", "${client.ip} ${method} ${header.x-client}", false);
         let mut ex = exchange("GET", "/", &[("x-client", "old")], "");
         assert!(matches!(p.on_request(&mut ex), Outcome::Continue));
-        assert_eq!(ex.request.headers["x-client"], "198.51.100.7 GET");
+        assert_eq!(ex.request.headers["x-client"], "198.51.100.7 GET old");
         ex.response = Some(http::Response::new(Body::Empty));
         p.on_response(&mut ex);
-        assert_eq!(ex.response.unwrap().headers()["x-client"], "198.51.100.7 GET");
+        assert_eq!(
+            ex.response.unwrap().headers()["x-client"],
+            "198.51.100.7 GET 198.51.100.7 GET old"
+        );
     }
 
     #[test]
