@@ -62,6 +62,23 @@ impl ConfigErrors {
     pub fn push(&mut self, e: ConfigError) {
         self.0.push(e);
     }
+    /// Orders the errors by file, line and column.
+    pub fn sort(&mut self) {
+        self.0.sort_by(|a, b| {
+            (&a.location.file, a.location.line, a.location.column).cmp(&(
+                &b.location.file,
+                b.location.line,
+                b.location.column,
+            ))
+        });
+        self.0.dedup();
+    }
+
+    /// Appends all errors of `other`.
+    pub fn extend(&mut self, other: ConfigErrors) {
+        self.0.extend(other.0);
+    }
+
     /// True when nothing was reported.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

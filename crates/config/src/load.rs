@@ -78,7 +78,11 @@ impl<T> Located<T> {
     /// An error about `sub` (a key path below this value, such as `target.url`; empty for the
     /// value itself).
     pub fn error(&self, sub: &str, message: impl Into<String>) -> ConfigError {
-        self.origin.error(&self.join(sub), message)
+        if sub.is_empty() {
+            ConfigError::new(self.origin.key_at(&self.key), message)
+        } else {
+            self.origin.error(&self.join(sub), message)
+        }
     }
 
     /// The full key path of `sub` below this value.
@@ -119,6 +123,16 @@ pub fn load_with_env(
     paths: &[PathBuf],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ConfigSet, ConfigErrors> {
+    let (set, errors) = load_lenient(paths, env);
+    errors.into_result(set)
+}
+
+/// Loads what can be loaded: the documents without errors, and every error found. Used to
+/// report all problems at once (documents that failed to load are left out of the set).
+pub fn load_lenient(
+    paths: &[PathBuf],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (ConfigSet, ConfigErrors) {
     let mut loader = Loader {
         env,
         set: ConfigSet::default(),
@@ -139,7 +153,7 @@ pub fn load_with_env(
             "no configuration file found",
         ));
     }
-    loader.errors.into_result(loader.set)
+    (loader.set, loader.errors)
 }
 
 /// Loads configuration from YAML text (for tests and embedding); `name` is used in errors.

@@ -19,7 +19,7 @@ use crate::worker::{self, Command};
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The configuration has errors (each with its location).
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] ConfigErrors),
     /// A listener could not be opened.
     #[error("cannot listen on {addr}: {source}")]
@@ -53,14 +53,18 @@ pub struct Gateway {
 impl Gateway {
     /// Loads the configuration from `sources` (files or folders) and starts serving it.
     pub fn start_from(sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
-        let set = turnpike_config::load(&sources)?;
-        Self::start(set, sources)
+        let (set, snap) = snapshot::load_and_compile(&sources)?;
+        Self::start_compiled(set, snap, sources)
     }
 
     /// Compiles `set`, opens its listeners, and starts the workers. `sources` is what
     /// [`Gateway::reload`] reads again.
     pub fn start(set: ConfigSet, sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
         let snap = snapshot::compile(&set)?;
+        Self::start_compiled(set, snap, sources)
+    }
+
+    fn start_compiled(set: ConfigSet, snap: Snapshot, sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
         let settings = snap.settings.clone();
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
@@ -153,8 +157,8 @@ impl Gateway {
     /// configuration keeps serving.
     pub fn reload(&self) -> Result<(), ApplyError> {
         let sources = self.sources();
-        let set = turnpike_config::load(&sources)?;
-        self.apply(set)
+        let (set, snap) = snapshot::load_and_compile(&sources)?;
+        self.apply_compiled(set, snap)
     }
 
     /// Applies a new configuration: compiled off the request path, new listeners opened, the
@@ -162,6 +166,10 @@ impl Gateway {
     /// closed. On any error nothing changes.
     pub fn apply(&self, set: ConfigSet) -> Result<(), ApplyError> {
         let snap = snapshot::compile(&set)?;
+        self.apply_compiled(set, snap)
+    }
+
+    fn apply_compiled(&self, set: ConfigSet, snap: Snapshot) -> Result<(), ApplyError> {
         let mut control = self.lock();
         let threads = self.workers.len();
         let mut opened = Vec::new();

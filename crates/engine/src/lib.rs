@@ -17,4 +17,4 @@ pub mod upstream;
 pub mod worker;
 
 pub use gateway::{ApplyError, Gateway};
-pub use snapshot::{compile, Settings, Snapshot};
+pub use snapshot::{compile, load_and_compile, Settings, Snapshot};

@@ -96,6 +96,21 @@ pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
     SocketAddr::new(api.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), api.port)
 }
 
+/// Loads and compiles the configuration at `paths`, reporting every error of both stages (the
+/// documents that fail to load are still left out of compilation, so their dependants are
+/// checked too), sorted by file and line.
+pub fn load_and_compile(paths: &[std::path::PathBuf]) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
+    let (set, mut errors) =
+        turnpike_config::load::load_lenient(paths, &|name| std::env::var(name).ok());
+    match compile(&set) {
+        Ok(snap) if errors.is_empty() => return Ok((set, snap)),
+        Ok(_) => {}
+        Err(e) => errors.extend(e),
+    }
+    errors.sort();
+    Err(errors)
+}
+
 /// Compiles a loaded configuration; returns every error, each with its location.
 pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut errors = ConfigErrors::default();

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
-use turnpike_engine::{ApplyError, Gateway};
+use turnpike_engine::Gateway;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             match run(config, watch) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("{e:#}");
+                    eprintln!("{e}");
                     ExitCode::FAILURE
                 }
             }
@@ -74,11 +74,8 @@ fn init_logging() {
 }
 
 fn validate(config: &[PathBuf]) -> ExitCode {
-    let result = turnpike_config::load(config)
-        .map_err(ApplyError::from)
-        .and_then(|set| turnpike_engine::compile(&set).map_err(ApplyError::from));
-    match result {
-        Ok(snap) => {
+    match turnpike_engine::load_and_compile(config) {
+        Ok((_, snap)) => {
             let apis: usize = snap.listeners.values().map(|l| l.router.len()).sum();
             println!(
                 "configuration OK: {apis} APIs on {} listeners",
