@@ -324,10 +324,7 @@ impl Loader<'_> {
 }
 
 /// Turns a model (serde) error into a located, readable config error.
-fn model_error(
-    origin: &Origin,
-    e: &serde_path_to_error::Error<serde_json::Error>,
-) -> ConfigError {
+fn model_error(origin: &Origin, e: &serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
     let mut key = String::new();
     for seg in e.path().iter() {
         match seg {
@@ -452,7 +449,10 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.0.len(), 3, "{err}");
-        assert!(err.0[2].message.contains("unknown document kind `nope`"), "{err}");
+        assert!(
+            err.0[2].message.contains("unknown document kind `nope`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -492,7 +492,7 @@ mod tests {
             &env,
         )
         .unwrap();
-        assert_eq!(set.gateway.access_log.unwrap().0, false);
+        assert!(!set.gateway.access_log.unwrap().0);
         assert!(set.apis[0].value.path.as_ref().unwrap().is_reg_exp.0);
     }
 }

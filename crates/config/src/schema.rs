@@ -17,7 +17,13 @@ mod tests {
     #[test]
     fn schema_names_every_document_kind() {
         let s = super::json_schema().to_string();
-        for key in ["\"api\"", "\"global\"", "\"include\"", "\"gateway\"", "setHeader"] {
+        for key in [
+            "\"api\"",
+            "\"global\"",
+            "\"include\"",
+            "\"gateway\"",
+            "setHeader",
+        ] {
             assert!(s.contains(key), "{key} missing from schema");
         }
     }

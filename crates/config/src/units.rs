@@ -31,7 +31,11 @@ impl Duration {
             "m" | "min" => n * 60.0,
             "h" => n * 3600.0,
             "d" => n * 86400.0,
-            other => return Err(format!("unknown duration unit `{other}` (use ms, s, m, h or d)")),
+            other => {
+                return Err(format!(
+                    "unknown duration unit `{other}` (use ms, s, m, h or d)"
+                ))
+            }
         };
         Ok(Duration(std::time::Duration::from_secs_f64(secs)))
     }

@@ -233,7 +233,9 @@ impl MarkedEventReceiver for Builder<'_> {
                 let value = self.scalar(text, style, span);
                 self.push_node(Node { value, span }, anchor);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(Vec::new(), span, anchor)),
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push(Frame::Seq(Vec::new(), span, anchor))
+            }
             Event::MappingStart(anchor, _) => {
                 self.stack.push(Frame::Map(Vec::new(), None, span, anchor))
             }

@@ -66,22 +66,20 @@ impl http_body::Body for Body {
             Body::Empty => Poll::Ready(None),
             Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             Body::Incoming(inc) => Pin::new(inc).poll_frame(cx).map_err(Into::into),
-            Body::Limited { inner, remaining } => {
-                match Pin::new(inner).poll_frame(cx) {
-                    Poll::Ready(Some(Ok(frame))) => {
-                        if let Some(data) = frame.data_ref() {
-                            let n = data.len() as u64;
-                            if n > *remaining {
-                                *remaining = 0;
-                                return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
-                            }
-                            *remaining -= n;
+            Body::Limited { inner, remaining } => match Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Some(data) = frame.data_ref() {
+                        let n = data.len() as u64;
+                        if n > *remaining {
+                            *remaining = 0;
+                            return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
                         }
-                        Poll::Ready(Some(Ok(frame)))
+                        *remaining -= n;
                     }
-                    other => other.map_err(Into::into),
+                    Poll::Ready(Some(Ok(frame)))
                 }
-            }
+                other => other.map_err(Into::into),
+            },
         }
     }
 

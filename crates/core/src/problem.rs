@@ -27,7 +27,11 @@ pub struct Problem {
 
 impl Problem {
     /// A problem with a status, kind and title.
-    pub fn new(status: StatusCode, kind: &'static str, title: impl Into<Cow<'static, str>>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: impl Into<Cow<'static, str>>,
+    ) -> Self {
         Problem {
             status,
             kind,
@@ -60,7 +64,11 @@ impl Problem {
 
     /// 404: no API matches the request.
     pub fn no_route() -> Self {
-        Problem::new(StatusCode::NOT_FOUND, "not-found", "No API matches this request")
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "No API matches this request",
+        )
     }
 
     /// The problem as a JSON object.
@@ -106,7 +114,9 @@ mod tests {
 
     #[test]
     fn renders_rfc9457() {
-        let p = Problem::no_route().with_detail("GET /x").with_member("path", "/x".into());
+        let p = Problem::no_route()
+            .with_detail("GET /x")
+            .with_member("path", "/x".into());
         let j = p.to_json();
         assert_eq!(j["status"], 404);
         assert_eq!(j["type"], "urn:turnpike:problem:not-found");

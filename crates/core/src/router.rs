@@ -79,16 +79,24 @@ fn parse_template(t: &str) -> Result<Vec<Token>, String> {
             .map(|c| open + c)
             .ok_or_else(|| format!("unclosed `{{` in path `{t}`"))?;
         let name = &rest[open + 1..close];
-        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(format!("invalid parameter name `{{{name}}}` in path `{t}`"));
         }
-        if !rest[..open].ends_with('/') || !(rest[close + 1..].is_empty() || rest[close + 1..].starts_with('/')) {
+        if !rest[..open].ends_with('/')
+            || !(rest[close + 1..].is_empty() || rest[close + 1..].starts_with('/'))
+        {
             return Err(format!(
                 "parameter `{{{name}}}` in path `{t}` must be a whole path segment"
             ));
         }
         if names.iter().any(|n| n == name) {
-            return Err(format!("parameter `{{{name}}}` appears twice in path `{t}`"));
+            return Err(format!(
+                "parameter `{{{name}}}` appears twice in path `{t}`"
+            ));
         }
         names.push(name.to_owned());
         out.push(Token::Lit(rest[..open].to_owned()));
@@ -149,7 +157,9 @@ impl HostPattern {
                     }
                     Ok(HostPattern::Suffix(rest.to_owned()))
                 } else if h.contains('*') {
-                    Err(format!("invalid host pattern `{h}`: `*` only as the first label"))
+                    Err(format!(
+                        "invalid host pattern `{h}`: `*` only as the first label"
+                    ))
                 } else {
                     Ok(HostPattern::Exact(h.trim_end_matches('.').to_owned()))
                 }
@@ -219,7 +229,11 @@ struct Best {
 
 impl Table {
     fn child(&mut self, node: u32, b: u8) -> u32 {
-        if let Some(&(_, c)) = self.nodes[node as usize].children.iter().find(|(k, _)| *k == b) {
+        if let Some(&(_, c)) = self.nodes[node as usize]
+            .children
+            .iter()
+            .find(|(k, _)| *k == b)
+        {
             return c;
         }
         let id = self.nodes.len() as u32;
@@ -284,7 +298,10 @@ impl Table {
                 params: 0,
                 exact: false,
             };
-            if best.as_ref().is_some_and(|b| b.score > score || (b.score == score && b.route < *route)) {
+            if best
+                .as_ref()
+                .is_some_and(|b| b.score > score || (b.score == score && b.route < *route))
+            {
                 continue;
             }
             let params = if re.captures_len() == 1 {
@@ -354,7 +371,15 @@ impl Table {
         if pos < path.len() {
             let b = path[pos];
             if let Ok(i) = n.children.binary_search_by_key(&b, |(k, _)| *k) {
-                self.walk(n.children[i].1, path, pos + 1, literal + 1, params, best, method_ok);
+                self.walk(
+                    n.children[i].1,
+                    path,
+                    pos + 1,
+                    literal + 1,
+                    params,
+                    best,
+                    method_ok,
+                );
             }
             if let Some(pc) = n.param {
                 let end = path[pos..]
@@ -490,8 +515,14 @@ mod tests {
         PathSpec::from_uri(s, false)
     }
 
-    fn find<'r>(r: &'r Router<&'static str>, host: &str, m: &str, path: &str) -> Option<&'static str> {
-        r.lookup(Some(host), &m.parse().unwrap(), path).map(|m| *m.value)
+    fn find(
+        r: &Router<&'static str>,
+        host: &str,
+        m: &str,
+        path: &str,
+    ) -> Option<&'static str> {
+        r.lookup(Some(host), &m.parse().unwrap(), path)
+            .map(|m| *m.value)
     }
 
     #[test]
@@ -550,7 +581,10 @@ mod tests {
     #[test]
     fn regex_paths_with_named_groups() {
         let r = Router::build(vec![
-            (spec("", None, PathSpec::Regex("^/r/(?P<n>[0-9]+)$".into())), "re"),
+            (
+                spec("", None, PathSpec::Regex("^/r/(?P<n>[0-9]+)$".into())),
+                "re",
+            ),
             (spec("", None, p("/lit")), "lit"),
         ])
         .unwrap();
@@ -565,8 +599,18 @@ mod tests {
 
     #[test]
     fn bad_templates_are_rejected() {
-        for bad in ["/a/{", "/a/{}/b", "/a/x{id}", "/a/{id}x", "/a/{id}/{id}", "a/{x}"] {
-            assert!(PathSpec::from_uri(bad, false).param_names().is_err(), "{bad}");
+        for bad in [
+            "/a/{",
+            "/a/{}/b",
+            "/a/x{id}",
+            "/a/{id}x",
+            "/a/{id}/{id}",
+            "a/{x}",
+        ] {
+            assert!(
+                PathSpec::from_uri(bad, false).param_names().is_err(),
+                "{bad}"
+            );
         }
         assert!(PathSpec::Regex("(".into()).param_names().is_err());
         assert!(HostPattern::parse_list("a.*.com").is_err());

@@ -161,9 +161,15 @@ mod tests {
     #[test]
     fn unknown_names_fail_at_parse() {
         let s = TemplateScope::default();
-        assert!(Template::parse("${nope}", &s).unwrap_err().contains("unknown template"));
-        assert!(Template::parse("${path.id}", &s).unwrap_err().contains("no parameters"));
+        assert!(Template::parse("${nope}", &s)
+            .unwrap_err()
+            .contains("unknown template"));
+        assert!(Template::parse("${path.id}", &s)
+            .unwrap_err()
+            .contains("no parameters"));
         assert!(Template::parse("${header.a b}", &s).is_err());
-        assert!(Template::parse("${method", &s).unwrap_err().contains("unclosed"));
+        assert!(Template::parse("${method", &s)
+            .unwrap_err()
+            .contains("unclosed"));
     }
 }

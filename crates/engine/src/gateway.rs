@@ -64,14 +64,18 @@ impl Gateway {
         Self::start_compiled(set, snap, sources)
     }
 
-    fn start_compiled(set: ConfigSet, snap: Snapshot, sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
+    fn start_compiled(
+        set: ConfigSet,
+        snap: Snapshot,
+        sources: Vec<PathBuf>,
+    ) -> Result<Self, ApplyError> {
         let settings = snap.settings.clone();
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
         let mut bound = HashMap::new();
         for &key in snap.listeners.keys() {
-            let (addr, sockets) =
-                bind_group(key, threads).map_err(|source| ApplyError::Bind { addr: key, source })?;
+            let (addr, sockets) = bind_group(key, threads)
+                .map_err(|source| ApplyError::Bind { addr: key, source })?;
             bound.insert(key, addr);
             opened.push((key, sockets));
         }
@@ -179,8 +183,8 @@ impl Gateway {
                 new_bound.insert(key, *addr);
                 continue;
             }
-            let (addr, sockets) =
-                bind_group(key, threads).map_err(|source| ApplyError::Bind { addr: key, source })?;
+            let (addr, sockets) = bind_group(key, threads)
+                .map_err(|source| ApplyError::Bind { addr: key, source })?;
             new_bound.insert(key, addr);
             opened.push((key, sockets));
         }

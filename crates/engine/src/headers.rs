@@ -76,10 +76,16 @@ mod tests {
     #[test]
     fn strips_hop_by_hop_and_connection_listed() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("close, X-Secret"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("close, X-Secret"),
+        );
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         h.insert("x-keep", HeaderValue::from_static("1"));
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);

@@ -48,7 +48,16 @@ pub async fn serve(
             req.method(),
             req.uri().path()
         ));
-        return finish_log(settings.access_log, &ctx, &req, None, start, None, problem.into_response(), Some("no route"));
+        return finish_log(
+            settings.access_log,
+            &ctx,
+            &req,
+            None,
+            start,
+            None,
+            problem.into_response(),
+            Some("no route"),
+        );
     };
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
@@ -66,13 +75,30 @@ pub async fn serve(
         .and_then(|v| v.parse::<u64>().ok());
     let body = match announced {
         Some(n) if n > limit => {
-            let problem = Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large", "Request body too large")
-                .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
-            return log_and(settings.access_log, &ctx, &log_method, &log_uri, Some(&api), start, None, problem.into_response(), Some("body too large"));
+            let problem = Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                "Request body too large",
+            )
+            .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
+            return log_and(
+                settings.access_log,
+                &ctx,
+                &log_method,
+                &log_uri,
+                Some(&api),
+                start,
+                None,
+                problem.into_response(),
+                Some("body too large"),
+            );
         }
         Some(_) => Body::Incoming(body),
         None if http_body::Body::is_end_stream(&body) => Body::Empty,
-        None => Body::Limited { inner: body, remaining: limit },
+        None => Body::Limited {
+            inner: body,
+            remaining: limit,
+        },
     };
 
     let mut ex = Exchange::new(parts, body, ctx.peer, params);
@@ -86,7 +112,12 @@ pub async fn serve(
                     error = Some(p.kind);
                     p.into_response()
                 }
-                Outcome::Continue => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error").into_response(),
+                Outcome::Continue => Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "Internal error",
+                )
+                .into_response(),
             };
             (res, at)
         }
@@ -107,8 +138,12 @@ pub async fn serve(
                 // conditional answer did not fire.
                 error = Some("no target");
                 (
-                    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "no-target", "This API has no target")
-                        .into_response(),
+                    Problem::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "no-target",
+                        "This API has no target",
+                    )
+                    .into_response(),
                     usize::MAX,
                 )
             }
@@ -121,13 +156,28 @@ pub async fn serve(
             p.into_response()
         } else {
             ex.response.take().unwrap_or_else(|| {
-                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error").into_response()
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "Internal error",
+                )
+                .into_response()
             })
         }
     } else {
         response
     };
-    log_and(settings.access_log, &ctx, &log_method, &log_uri, Some(&api), start, upstream_status, response, error)
+    log_and(
+        settings.access_log,
+        &ctx,
+        &log_method,
+        &log_uri,
+        Some(&api),
+        start,
+        upstream_status,
+        response,
+        error,
+    )
 }
 
 type ForwardError = (&'static str, Problem);
@@ -142,14 +192,22 @@ async fn forward(
 ) -> Result<Response<Body>, ForwardError> {
     let uri = target
         .upstream_uri(ex.request.uri.path_and_query())
-        .map_err(|e| ("bad-uri", Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request").with_detail(e.to_string())))?;
+        .map_err(|e| {
+            (
+                "bad-uri",
+                Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
+                    .with_detail(e.to_string()),
+            )
+        })?;
     let mut parts = std::mem::replace(&mut ex.request, Request::new(()).into_parts().0);
     parts.uri = uri;
     parts.version = Version::HTTP_11;
     remove_hop_by_hop(&mut parts.headers);
     add_forwarded(&mut parts.headers, ctx.peer.ip(), "http");
     if target.adjust_host || !parts.headers.contains_key(header::HOST) {
-        parts.headers.insert(header::HOST, target.host_header().clone());
+        parts
+            .headers
+            .insert(header::HOST, target.host_header().clone());
     }
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
@@ -158,8 +216,16 @@ async fn forward(
         Err(_) => {
             return Err((
                 "upstream timeout",
-                Problem::new(StatusCode::GATEWAY_TIMEOUT, "upstream-timeout", "The backend did not answer in time")
-                    .with_detail(format!("no response from {} within {:?}", target.authority(), timeout)),
+                Problem::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream-timeout",
+                    "The backend did not answer in time",
+                )
+                .with_detail(format!(
+                    "no response from {} within {:?}",
+                    target.authority(),
+                    timeout
+                )),
             ))
         }
         Ok(Err(e)) => return Err(classify(&e, target)),
@@ -176,8 +242,12 @@ fn classify(e: &hyper_util::client::legacy::Error, target: &crate::target::Targe
         if s.downcast_ref::<BodyTooLarge>().is_some() {
             return (
                 "body too large",
-                Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large", "Request body too large")
-                    .with_detail("the request body exceeds the configured limit"),
+                Problem::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body-too-large",
+                    "Request body too large",
+                )
+                .with_detail("the request body exceeds the configured limit"),
             );
         }
         source = s.source();
@@ -185,14 +255,30 @@ fn classify(e: &hyper_util::client::legacy::Error, target: &crate::target::Targe
     if e.is_connect() {
         return (
             "upstream unreachable",
-            Problem::new(StatusCode::BAD_GATEWAY, "upstream-unreachable", "The backend cannot be reached")
-                .with_detail(format!("connecting to {} failed: {}", target.authority(), error_chain(e))),
+            Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream-unreachable",
+                "The backend cannot be reached",
+            )
+            .with_detail(format!(
+                "connecting to {} failed: {}",
+                target.authority(),
+                error_chain(e)
+            )),
         );
     }
     (
         "upstream error",
-        Problem::new(StatusCode::BAD_GATEWAY, "upstream-error", "The backend failed")
-            .with_detail(format!("request to {} failed: {}", target.authority(), error_chain(e))),
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream-error",
+            "The backend failed",
+        )
+        .with_detail(format!(
+            "request to {} failed: {}",
+            target.authority(),
+            error_chain(e)
+        )),
     )
 }
 
@@ -248,6 +334,15 @@ fn finish_log(
     response: Response<Body>,
     error: Option<&str>,
 ) -> Response<Body> {
-    log_and(enabled, ctx, req.method(), req.uri(), api, start, upstream_status, response, error)
+    log_and(
+        enabled,
+        ctx,
+        req.method(),
+        req.uri(),
+        api,
+        start,
+        upstream_status,
+        response,
+        error,
+    )
 }
-

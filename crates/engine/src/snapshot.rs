@@ -66,10 +66,10 @@ impl Settings {
             v.map_or(Duration::from_secs(def), |d| d.0)
         };
         Settings {
-            threads: g.threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            }),
-            access_log: g.access_log.map_or(true, |f| f.0),
+            threads: g
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            access_log: g.access_log.is_none_or(|f| f.0),
             max_header_size: limits.max_header_size.map_or(64 << 10, |s| s.0 as usize),
             max_headers: limits.max_headers.unwrap_or(100),
             max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),
@@ -93,13 +93,18 @@ pub struct Snapshot {
 
 /// The address an API listens on, as configured.
 pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
-    SocketAddr::new(api.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), api.port)
+    SocketAddr::new(
+        api.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        api.port,
+    )
 }
 
 /// Loads and compiles the configuration at `paths`, reporting every error of both stages (the
 /// documents that fail to load are still left out of compilation, so their dependants are
 /// checked too), sorted by file and line.
-pub fn load_and_compile(paths: &[std::path::PathBuf]) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
+pub fn load_and_compile(
+    paths: &[std::path::PathBuf],
+) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
     let (set, mut errors) =
         turnpike_config::load::load_lenient(paths, &|name| std::env::var(name).ok());
     match compile(&set) {
@@ -120,10 +125,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.threads", "must be at least 1"));
         }
         if settings.max_header_size < 8192 {
-            errors.push(origin.error(
-                "gateway.limits.maxHeaderSize",
-                "must be at least 8KB",
-            ));
+            errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
     }
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
@@ -212,7 +214,7 @@ fn compile_api(
         Some(t) => match Target::compile(t) {
             Ok(t) => Some(t),
             Err((key, m)) => {
-                errors.push(located.error(&format!("target.{key}").trim_end_matches('.').to_owned(), m));
+                errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
                 None
             }
         },
@@ -234,7 +236,15 @@ fn compile_api(
     for g in &set.globals {
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
-    compile_flow(&api.flow, located, "flow", Direction::Both, &ctx, &mut steps, errors);
+    compile_flow(
+        &api.flow,
+        located,
+        "flow",
+        Direction::Both,
+        &ctx,
+        &mut steps,
+        errors,
+    );
     if errors.0.len() > before {
         return None;
     }

@@ -19,15 +19,21 @@ pub struct Target {
 impl Target {
     /// Compiles the target; the error names the offending key (below `target`) and what is wrong.
     pub fn compile(t: &TargetConfig) -> Result<Self, (String, String)> {
-        let adjust_host = t.adjust_host_header.map_or(true, |f| f.0);
+        let adjust_host = t.adjust_host_header.is_none_or(|f| f.0);
         let (scheme, authority, base) = match (&t.url, &t.host) {
             (Some(_), Some(_)) => {
-                return Err(("url".into(), "give either `url` or `host`/`port`, not both".into()))
+                return Err((
+                    "url".into(),
+                    "give either `url` or `host`/`port`, not both".into(),
+                ))
             }
             (None, None) => return Err((String::new(), "needs `url` or `host`".into())),
             (Some(url), None) => {
                 if t.port.is_some() {
-                    return Err(("port".into(), "with `url`, put the port into the URL".into()));
+                    return Err((
+                        "port".into(),
+                        "with `url`, put the port into the URL".into(),
+                    ));
                 }
                 let uri: Uri = url
                     .parse()
@@ -119,7 +125,11 @@ mod tests {
     use super::*;
     use turnpike_config::units::Flag;
 
-    fn t(url: Option<&str>, host: Option<&str>, port: Option<u16>) -> Result<Target, (String, String)> {
+    fn t(
+        url: Option<&str>,
+        host: Option<&str>,
+        port: Option<u16>,
+    ) -> Result<Target, (String, String)> {
         Target::compile(&TargetConfig {
             url: url.map(Into::into),
             host: host.map(Into::into),

@@ -80,7 +80,8 @@ async fn main_loop(
                 for (key, std_listener) in list {
                     match TcpListener::from_std(std_listener) {
                         Ok(l) => {
-                            let task = tokio::task::spawn_local(accept_loop(worker.clone(), key, l));
+                            let task =
+                                tokio::task::spawn_local(accept_loop(worker.clone(), key, l));
                             if let Some(old) = accepting.insert(key, task) {
                                 old.abort();
                             }

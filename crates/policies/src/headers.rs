@@ -19,7 +19,8 @@ impl ValueTemplate {
         let t = Template::parse(src, ctx.scope)?;
         Ok(match t.as_literal() {
             Some(l) => ValueTemplate::Literal(
-                HeaderValue::from_str(l).map_err(|_| format!("`{l}` is not a valid header value"))?,
+                HeaderValue::from_str(l)
+                    .map_err(|_| format!("`{l}` is not a valid header value"))?,
             ),
             None => ValueTemplate::Dynamic(t),
         })
@@ -59,16 +60,22 @@ impl SetHeader {
 
     /// The value to set, or `None` when `ifAbsent` finds the header present. Rendered before the
     /// headers are changed, so that templates see the message as it arrived at this policy.
-    fn value(&self, ex: &Exchange, current: &HeaderMap, status: StatusCode) -> Result<Option<HeaderValue>, Problem> {
+    fn value(
+        &self,
+        ex: &Exchange,
+        current: &HeaderMap,
+    ) -> Result<Option<HeaderValue>, InvalidValue> {
         if self.if_absent && current.contains_key(&self.name) {
             return Ok(None);
         }
-        self.value.render(ex).map(Some).ok_or_else(|| {
-            Problem::new(status, "invalid-header", "A header could not be set").with_detail(format!(
-                "the value computed for `{}` is not a valid header value",
-                self.name
-            ))
-        })
+        self.value.render(ex).map(Some).ok_or(InvalidValue)
+    }
+
+    fn problem(&self, status: StatusCode) -> Problem {
+        Problem::new(status, "invalid-header", "A header could not be set").with_detail(format!(
+            "the value computed for `{}` is not a valid header value",
+            self.name
+        ))
     }
 }
 
@@ -78,13 +85,13 @@ impl Policy for SetHeader {
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        match self.value(ex, &ex.request.headers, StatusCode::BAD_REQUEST) {
+        match self.value(ex, &ex.request.headers) {
             Ok(Some(v)) => {
                 ex.request.headers.insert(self.name.clone(), v);
                 Outcome::Continue
             }
             Ok(None) => Outcome::Continue,
-            Err(p) => Outcome::Reject(p),
+            Err(InvalidValue) => Outcome::Reject(self.problem(StatusCode::BAD_REQUEST)),
         }
     }
 
@@ -92,7 +99,7 @@ impl Policy for SetHeader {
         let Some(res) = ex.response.as_ref() else {
             return Outcome::Continue;
         };
-        match self.value(ex, res.headers(), StatusCode::BAD_GATEWAY) {
+        match self.value(ex, res.headers()) {
             Ok(Some(v)) => {
                 if let Some(res) = ex.response.as_mut() {
                     res.headers_mut().insert(self.name.clone(), v);
@@ -100,10 +107,13 @@ impl Policy for SetHeader {
                 Outcome::Continue
             }
             Ok(None) => Outcome::Continue,
-            Err(p) => Outcome::Reject(p),
+            Err(InvalidValue) => Outcome::Reject(self.problem(StatusCode::BAD_GATEWAY)),
         }
     }
 }
+
+/// A rendered template that cannot be a header value.
+struct InvalidValue;
 
 /// `removeHeader`: removes every value of one header.
 #[derive(Debug)]
@@ -160,7 +170,11 @@ mod tests {
 
     #[test]
     fn sets_request_and_response_headers() {
-        let p = set("X-Client", "${client.ip} ${method} ${header.x-client}", false);
+        let p = set(
+            "X-Client",
+            "${client.ip} ${method} ${header.x-client}",
+            false,
+        );
         let mut ex = exchange("GET", "/", &[("x-client", "old")], "");
         assert!(matches!(p.on_request(&mut ex), Outcome::Continue));
         assert_eq!(ex.request.headers["x-client"], "198.51.100.7 GET old");

@@ -61,7 +61,11 @@ pub fn compile_flow<T>(
                 if dir != Direction::Both && dir != sub_dir {
                     errors.push(owner.error(
                         at,
-                        format!("`{}:` cannot stand inside a `{}:` flow", p.name(), dir_name(dir)),
+                        format!(
+                            "`{}:` cannot stand inside a `{}:` flow",
+                            p.name(),
+                            dir_name(dir)
+                        ),
                     ));
                 } else {
                     compile_flow(sub, owner, at, sub_dir, ctx, steps, errors);
@@ -80,9 +84,7 @@ pub fn compile_flow<T>(
             }
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
-            PolicyConfig::RemoveHeader(c) => {
-                RemoveHeader::compile(c).map(|p| Box::new(p) as _)
-            }
+            PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {

@@ -28,12 +28,18 @@ impl Return {
             Some(s) => StatusCode::from_u16(s)
                 .ok()
                 .filter(|_| (200..=599).contains(&s))
-                .ok_or_else(|| err("status", format!("{s} is not a final HTTP status (200-599)")))?,
+                .ok_or_else(|| {
+                    err(
+                        "status",
+                        format!("{s} is not a final HTTP status (200-599)"),
+                    )
+                })?,
         };
         let mut headers = Vec::new();
         for (k, v) in &c.headers {
             let name = header_name(k).map_err(|(_, m)| err(&format!("headers.{k}"), m))?;
-            let value = ValueTemplate::compile(v, ctx).map_err(|m| err(&format!("headers.{k}"), m))?;
+            let value =
+                ValueTemplate::compile(v, ctx).map_err(|m| err(&format!("headers.{k}"), m))?;
             headers.push((name, value));
         }
         let body = c
@@ -102,7 +108,11 @@ mod tests {
     use std::collections::BTreeMap;
     use turnpike_core::TemplateScope;
 
-    fn compile(status: Option<u16>, body: Option<&str>, ct: Option<&str>) -> Result<Return, CompileError> {
+    fn compile(
+        status: Option<u16>,
+        body: Option<&str>,
+        ct: Option<&str>,
+    ) -> Result<Return, CompileError> {
         let scope = TemplateScope::default();
         Return::compile(
             &ReturnPolicy {
@@ -121,7 +131,10 @@ mod tests {
         };
         let (parts, body) = r.into_parts();
         let bytes = body.collect().await.unwrap().to_bytes();
-        (Response::from_parts(parts, ()), String::from_utf8(bytes.to_vec()).unwrap())
+        (
+            Response::from_parts(parts, ()),
+            String::from_utf8(bytes.to_vec()).unwrap(),
+        )
     }
 
     #[tokio::test]
@@ -138,7 +151,12 @@ mod tests {
     #[tokio::test]
     async fn echoes_request_body_and_type_like_membrane() {
         let p = compile(None, None, None).unwrap();
-        let mut ex = exchange("POST", "/", &[("content-type", "application/json")], "{\"a\":1}");
+        let mut ex = exchange(
+            "POST",
+            "/",
+            &[("content-type", "application/json")],
+            "{\"a\":1}",
+        );
         let (r, body) = run(&p, &mut ex).await;
         assert_eq!(r.status(), 200);
         assert_eq!(body, "{\"a\":1}");

@@ -144,7 +144,9 @@ fn reload(gateway: &Gateway) {
         Ok(()) => tracing::info!("configuration reloaded"),
         Err(e) => {
             for line in e.to_string().lines() {
-                tracing::error!("reload rejected, still serving the previous configuration: {line}");
+                tracing::error!(
+                    "reload rejected, still serving the previous configuration: {line}"
+                );
             }
         }
     }

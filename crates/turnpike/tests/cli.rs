@@ -26,34 +26,73 @@ fn validate_reports_every_error_with_file_line_column_and_key() {
         "bad.yaml",
         "api:\n  port: 2000\n  flow:\n    - setHeader:\n        name: X-A\n        value: ${path.nope}\n    - return: {}\n---\napi:\n  port: 2001\n  targte:\n    host: x\n---\napi:\n  port: 2002\n  target: { url: \"https://secure.example\" }\n",
     );
-    let out = Command::new(BIN).args(["validate", "-c"]).arg(&f).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let file = f.display().to_string();
     assert!(
-        err.contains(&format!("{file}:6:16: api.flow[0].setHeader.value: `${{path.nope}}`")),
+        err.contains(&format!(
+            "{file}:6:16: api.flow[0].setHeader.value: `${{path.nope}}`"
+        )),
         "{err}"
     );
-    assert!(err.contains(&format!("{file}:11:3: api.targte: unknown field `targte`")), "{err}");
-    assert!(err.contains(&format!("{file}:16:18: api.target.url")), "{err}");
+    assert!(
+        err.contains(&format!("{file}:11:3: api.targte: unknown field `targte`")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{file}:16:18: api.target.url")),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 3, "{err}");
 
     let f = write(&dir, "lonely.yaml", "api:\n  port: 2000\n");
-    let out = Command::new(BIN).args(["validate", "-c"]).arg(&f).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("lonely.yaml:1:1: api: this API has no `target:`"), "{err}");
+    assert!(
+        err.contains("lonely.yaml:1:1: api: this API has no `target:`"),
+        "{err}"
+    );
 
-    let good = write(&dir, "good.yaml", "api:\n  port: 2000\n  flow:\n    - return: { status: 204 }\n");
-    let out = Command::new(BIN).args(["validate", "-c"]).arg(&good).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let good = write(
+        &dir,
+        "good.yaml",
+        "api:\n  port: 2000\n  flow:\n    - return: { status: 204 }\n",
+    );
+    let out = Command::new(BIN)
+        .args(["validate", "-c"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("configuration OK: 1 APIs"));
 }
 
 #[test]
 fn validate_checks_the_examples() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let out = Command::new(BIN).args(["validate", "-c"]).arg(&root).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(["validate", "-c"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -61,7 +100,10 @@ fn schema_and_version() {
     let out = Command::new(BIN).arg("schema").output().unwrap();
     assert!(out.status.success());
     let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     assert!(schema.to_string().contains("isRegExp"));
     let out = Command::new(BIN).arg("--version").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("turnpike "));
@@ -70,7 +112,10 @@ fn schema_and_version() {
 /// Starts `turnpike run` and waits until it logs that it listens.
 fn spawn(args: &[&std::ffi::OsStr], envs: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(BIN);
-    cmd.arg("run").args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.arg("run")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -87,7 +132,8 @@ fn spawn(args: &[&std::ffi::OsStr], envs: &[(&str, String)]) -> Child {
             }
         }
     });
-    rx.recv_timeout(Duration::from_secs(20)).expect("gateway did not start");
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("gateway did not start");
     child
 }
 
@@ -157,18 +203,31 @@ async fn run_substitutes_env_reloads_on_sighup_and_watch_and_stops_gracefully() 
     signal(&child, "-TERM");
     let r = slow.await.unwrap();
     assert_eq!(r.text(), "slow done");
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
     assert!(status.success(), "{status:?}");
 }
 
 #[test]
 fn run_fails_clearly_on_a_missing_env_var_and_a_busy_port() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(&dir, "gw.yaml", "api:\n  port: ${SURELY_NOT_SET_42}\n  flow: [ { return: {} } ]\n");
-    let out = Command::new(BIN).args(["run", "-c"]).arg(&f).output().unwrap();
+    let f = write(
+        &dir,
+        "gw.yaml",
+        "api:\n  port: ${SURELY_NOT_SET_42}\n  flow: [ { return: {} } ]\n",
+    );
+    let out = Command::new(BIN)
+        .args(["run", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("gw.yaml:2:9") && err.contains("SURELY_NOT_SET_42"), "{err}");
+    assert!(
+        err.contains("gw.yaml:2:9") && err.contains("SURELY_NOT_SET_42"),
+        "{err}"
+    );
 
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
@@ -177,8 +236,15 @@ fn run_fails_clearly_on_a_missing_env_var_and_a_busy_port() {
         "busy.yaml",
         &format!("api: {{ port: {port}, ip: 127.0.0.1, flow: [ {{ return: {{}} }} ] }}\n"),
     );
-    let out = Command::new(BIN).args(["run", "-c"]).arg(&f).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{err}"
+    );
 }

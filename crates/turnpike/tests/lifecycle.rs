@@ -48,11 +48,10 @@ async fn twenty_reloads_under_load_lose_no_request() {
             while !stop.load(Ordering::Relaxed) {
                 if sender.is_none() || !keepalive {
                     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-                    let (s, conn) = hyper::client::conn::http1::handshake(
-                        hyper_util::rt::TokioIo::new(stream),
-                    )
-                    .await
-                    .unwrap();
+                    let (s, conn) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                            .await
+                            .unwrap();
                     tokio::spawn(conn);
                     sender = Some(s);
                 }
@@ -86,7 +85,12 @@ async fn twenty_reloads_under_load_lose_no_request() {
         let yaml = if round == 10 {
             "api:\n  port: nope\n".to_string() // invalid: must change nothing
         } else {
-            config(stable, backend.port(), round % 4, with_port.then_some(second))
+            config(
+                stable,
+                backend.port(),
+                round % 4,
+                with_port.then_some(second),
+            )
         };
         gw.rewrite(&yaml);
         let result = gw.gw().reload();
@@ -110,9 +114,12 @@ async fn twenty_reloads_under_load_lose_no_request() {
             // The listener is closed by the workers shortly after the swap.
             let mut closed = false;
             for _ in 0..50 {
-                if try_send(second_addr, req("GET", "/").body(Full::new(Bytes::new())).unwrap())
-                    .await
-                    .is_err()
+                if try_send(
+                    second_addr,
+                    req("GET", "/").body(Full::new(Bytes::new())).unwrap(),
+                )
+                .await
+                .is_err()
                 {
                     closed = true;
                     break;
@@ -164,5 +171,8 @@ async fn shutdown_finishes_in_flight_requests_and_stops_accepting() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "slow done");
     stopper.await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(9), "shutdown waited for the grace period");
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "shutdown waited for the grace period"
+    );
 }

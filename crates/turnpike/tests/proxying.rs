@@ -37,7 +37,10 @@ async fn forwarding_headers_and_hop_by_hop() {
     assert_eq!(r.status, 200);
     let seen = backend.last();
     assert_eq!(seen.uri, "/p?q=1");
-    assert_eq!(seen.headers["host"], format!("127.0.0.1:{}", backend.port()));
+    assert_eq!(
+        seen.headers["host"],
+        format!("127.0.0.1:{}", backend.port())
+    );
     assert_eq!(seen.headers["x-forwarded-for"], "203.0.113.5, 127.0.0.1");
     assert_eq!(seen.headers["x-forwarded-proto"], "http");
     assert_eq!(seen.headers["x-forwarded-host"], "front.example");
@@ -152,7 +155,11 @@ async fn bodies_of_every_size_pass_intact() {
     for n in [0usize, 1024, 10 << 20] {
         // Request with Content-Length, echoed back.
         let data = pattern(n);
-        let r = send(a, req("POST", "/echo").body(Full::new(data.clone())).unwrap()).await;
+        let r = send(
+            a,
+            req("POST", "/echo").body(Full::new(data.clone())).unwrap(),
+        )
+        .await;
         assert_eq!(r.status, 200);
         assert_eq!(r.body.len(), n);
         assert!(r.body == data, "content-length body of {n} bytes changed");
@@ -201,7 +208,10 @@ async fn unreachable_backend_is_502_and_slow_backend_is_504() {
     let r = get(gw.addr(), "/dead").await;
     assert_eq!(r.status, 502);
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert_eq!(r.json()["type"], "urn:turnpike:problem:upstream-unreachable");
+    assert_eq!(
+        r.json()["type"],
+        "urn:turnpike:problem:upstream-unreachable"
+    );
 
     let r = get(gw.addr(), "/slow/2000").await;
     assert_eq!(r.status, 504);
@@ -218,11 +228,19 @@ async fn body_limit_is_413_for_announced_and_streamed_bodies() {
         "",
         "  limits: { maxBodySize: 1KB }\n",
     ));
-    let r = send(gw.addr(), req("POST", "/x").body(Full::new(pattern(2048))).unwrap()).await;
+    let r = send(
+        gw.addr(),
+        req("POST", "/x").body(Full::new(pattern(2048))).unwrap(),
+    )
+    .await;
     assert_eq!(r.status, 413);
     assert_eq!(r.json()["type"], "urn:turnpike:problem:body-too-large");
     assert_eq!(backend.count(), 0);
-    let r = send(gw.addr(), req("POST", "/x").body(Full::new(pattern(1024))).unwrap()).await;
+    let r = send(
+        gw.addr(),
+        req("POST", "/x").body(Full::new(pattern(1024))).unwrap(),
+    )
+    .await;
     assert_eq!(r.status, 200);
 
     let chunks: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =

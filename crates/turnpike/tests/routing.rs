@@ -25,7 +25,10 @@ async fn membrane_benchmark_configs_behave_as_written() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-echo-uri"), Some("/shop/v2/products?limit=3"));
     let seen = backend.last();
-    assert_eq!(seen.headers["host"], format!("127.0.0.1:{}", backend.port()));
+    assert_eq!(
+        seen.headers["host"],
+        format!("127.0.0.1:{}", backend.port())
+    );
     drop(gw);
 }
 
@@ -63,7 +66,11 @@ api: { port: 0, ip: 127.0.0.1, path: { uri: "^/re/[0-9]+$", isRegExp: true }, fl
     assert_eq!(body("/re/abc").await, "root");
     // Same path specificity: file order decides, so the any-method API declared first takes
     // DELETE too, before the DELETE-only API declared after it.
-    let r = send(a, req("DELETE", "/items/9").body(Default::default()).unwrap()).await;
+    let r = send(
+        a,
+        req("DELETE", "/items/9").body(Default::default()).unwrap(),
+    )
+    .await;
     assert_eq!(r.text(), "item 9");
 }
 

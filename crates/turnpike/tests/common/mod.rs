@@ -63,7 +63,12 @@ impl Backend {
     }
 
     pub fn last(&self) -> Seen {
-        self.seen.lock().unwrap().last().cloned().expect("backend saw no request")
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("backend saw no request")
     }
 
     pub fn count(&self) -> usize {
@@ -78,7 +83,11 @@ async fn handle(
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<Response<BoxBody>, Infallible> {
     let (parts, body) = req.into_parts();
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let uri = parts.uri.to_string();
     seen.lock().unwrap().push(Seen {
         method: parts.method.to_string(),
@@ -193,7 +202,8 @@ impl Reply {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
@@ -231,5 +241,9 @@ pub fn req(method: &str, path: &str) -> http::request::Builder {
 }
 
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
-    send(addr, req("GET", path).body(Full::new(Bytes::new())).unwrap()).await
+    send(
+        addr,
+        req("GET", path).body(Full::new(Bytes::new())).unwrap(),
+    )
+    .await
 }
