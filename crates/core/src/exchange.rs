@@ -24,9 +24,9 @@ pub struct Exchange {
     pub client: SocketAddr,
     /// Path parameters bound by the route's template.
     pub params: PathParams,
-    /// The path as it was received, before any policy rewrote `request.uri` (parameters index
-    /// into it).
-    pub original_path: Box<str>,
+    /// The URI as it was received, before any policy rewrote `request.uri` (path parameters
+    /// index into its path). Cloning a URI shares its bytes.
+    pub original_uri: http::Uri,
     /// The response: set by a policy that answers (`return`), or by the engine from the target.
     pub response: Option<Response<Body>>,
 }
@@ -34,13 +34,13 @@ pub struct Exchange {
 impl Exchange {
     /// Starts an exchange for a request received from `client`.
     pub fn new(request: Parts, request_body: Body, client: SocketAddr, params: PathParams) -> Self {
-        let original_path = request.uri.path().into();
+        let original_uri = request.uri.clone();
         Exchange {
             request,
             request_body,
             client,
             params,
-            original_path,
+            original_uri,
             response: None,
         }
     }
@@ -48,7 +48,11 @@ impl Exchange {
     /// The value of the `i`-th path parameter (raw, not percent-decoded), or "" when unbound.
     pub fn param(&self, i: usize) -> &str {
         match self.params.get(i) {
-            Some(&(s, e)) => self.original_path.get(s as usize..e as usize).unwrap_or(""),
+            Some(&(s, e)) => self
+                .original_uri
+                .path()
+                .get(s as usize..e as usize)
+                .unwrap_or(""),
             None => "",
         }
     }

@@ -36,21 +36,34 @@ pub fn remove_hop_by_hop(h: &mut HeaderMap) {
     h.remove(header::PROXY_AUTHORIZATION);
 }
 
-/// Adds `X-Forwarded-For` (appending the client to any list received), `X-Forwarded-Proto` and
-/// `X-Forwarded-Host` (the `Host` the client asked for).
-pub fn add_forwarded(h: &mut HeaderMap, client: IpAddr, proto: &'static str) {
-    let mut buf = itoa_ip(client);
-    let xff = match h.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prev) if !prev.trim().is_empty() => {
-            let mut s = String::with_capacity(prev.len() + 2 + buf.len());
-            s.push_str(prev);
-            s.push_str(", ");
-            s.push_str(&buf);
-            s
-        }
-        _ => std::mem::take(&mut buf),
+/// The client address as an `X-Forwarded-For` element (IPv4-mapped IPv6 shown as IPv4); built
+/// once per connection.
+pub fn client_ip_value(client: IpAddr) -> HeaderValue {
+    let text = match client {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        IpAddr::V4(v4) => v4.to_string(),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("unknown"))
+}
+
+/// Adds `X-Forwarded-For` (appending the client to any list received), `X-Forwarded-Proto` and
+/// `X-Forwarded-Host` (the `Host` the client asked for). `client` comes from
+/// [`client_ip_value`].
+pub fn add_forwarded(h: &mut HeaderMap, client: &HeaderValue, proto: &'static str) {
+    let xff = match h.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes) {
+        Some(prev) if !prev.trim_ascii().is_empty() => {
+            let mut s = Vec::with_capacity(prev.len() + 2 + client.len());
+            s.extend_from_slice(prev);
+            s.extend_from_slice(b", ");
+            s.extend_from_slice(client.as_bytes());
+            HeaderValue::from_bytes(&s).ok()
+        }
+        _ => Some(client.clone()),
+    };
+    if let Some(v) = xff {
         h.insert(&X_FORWARDED_FOR, v);
     }
     h.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(proto));
@@ -59,15 +72,6 @@ pub fn add_forwarded(h: &mut HeaderMap, client: IpAddr, proto: &'static str) {
     }
 }
 
-fn itoa_ip(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => v6.to_string(),
-        },
-        IpAddr::V4(v4) => v4.to_string(),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -97,7 +101,11 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("api.example.com"));
         h.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
-        add_forwarded(&mut h, "::ffff:10.1.2.3".parse().unwrap(), "http");
+        add_forwarded(
+            &mut h,
+            &client_ip_value("::ffff:10.1.2.3".parse().unwrap()),
+            "http",
+        );
         assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.1.2.3");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.example.com");

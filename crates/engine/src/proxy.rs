@@ -14,17 +14,20 @@ use turnpike_core::{Body, Exchange, Outcome, Problem, RequestEnd};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
+use http::HeaderValue;
 use crate::snapshot::{Api, Snapshot};
-use crate::upstream::UpstreamClient;
+use crate::upstream::{UpstreamError, UpstreamPool};
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
-    /// The worker's upstream client.
-    pub client: &'a UpstreamClient,
+    /// The worker's upstream connection pool.
+    pub client: &'a UpstreamPool,
     /// The listening address the request arrived on, as configured (the snapshot's key).
     pub listener: SocketAddr,
     /// The client's address.
     pub peer: SocketAddr,
+    /// The client's IP as an `X-Forwarded-For` element (computed once per connection).
+    pub peer_ip: &'a HeaderValue,
 }
 
 /// Serves one request against `snap`. Never fails: errors become problem responses.
@@ -203,7 +206,7 @@ async fn forward(
     parts.uri = uri;
     parts.version = Version::HTTP_11;
     remove_hop_by_hop(&mut parts.headers);
-    add_forwarded(&mut parts.headers, ctx.peer.ip(), "http");
+    add_forwarded(&mut parts.headers, ctx.peer_ip, "http");
     if target.adjust_host || !parts.headers.contains_key(header::HOST) {
         parts
             .headers
@@ -211,7 +214,7 @@ async fn forward(
     }
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
-    let result = tokio::time::timeout(timeout, ctx.client.request(req)).await;
+    let result = tokio::time::timeout(timeout, ctx.client.send(target.authority(), req)).await;
     let res = match result {
         Err(_) => {
             return Err((
@@ -236,8 +239,8 @@ async fn forward(
     Ok(Response::from_parts(parts, Body::Incoming(body)))
 }
 
-fn classify(e: &hyper_util::client::legacy::Error, target: &crate::target::Target) -> ForwardError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.downcast_ref::<BodyTooLarge>().is_some() {
             return (
@@ -252,7 +255,7 @@ fn classify(e: &hyper_util::client::legacy::Error, target: &crate::target::Targe
         }
         source = s.source();
     }
-    if e.is_connect() {
+    if matches!(e, UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. }) {
         return (
             "upstream unreachable",
             Problem::new(

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::proxy::{self, RequestContext};
 use crate::snapshot::{Settings, Snapshot};
-use crate::upstream::{self, UpstreamClient};
+use crate::upstream::{self, UpstreamPool};
 
 /// What the control plane tells a worker.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub enum Command {
 
 struct Worker {
     snapshot: Arc<ArcSwap<Snapshot>>,
-    client: RefCell<Rc<UpstreamClient>>,
+    client: RefCell<Rc<UpstreamPool>>,
     settings: RefCell<Settings>,
     shutdown: watch::Receiver<bool>,
     active: Cell<usize>,
@@ -67,13 +67,24 @@ async fn main_loop(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let worker = Rc::new(Worker {
         snapshot,
-        client: RefCell::new(Rc::new(upstream::client(&settings))),
+        client: RefCell::new(Rc::new(UpstreamPool::new(&settings))),
         settings: RefCell::new(settings),
         shutdown: shutdown_rx,
         active: Cell::new(0),
         idle: Notify::new(),
     });
     let mut accepting: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
+    let sweeper = {
+        let worker = worker.clone();
+        tokio::task::spawn_local(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                let pool = Rc::clone(&worker.client.borrow());
+                pool.sweep();
+            }
+        })
+    };
     while let Some(cmd) = commands.recv().await {
         match cmd {
             Command::Open(list) => {
@@ -99,11 +110,12 @@ async fn main_loop(
             }
             Command::Settings(s) => {
                 if upstream::client_settings_changed(&worker.settings.borrow(), &s) {
-                    *worker.client.borrow_mut() = Rc::new(upstream::client(&s));
+                    *worker.client.borrow_mut() = Rc::new(UpstreamPool::new(&s));
                 }
                 *worker.settings.borrow_mut() = s;
             }
             Command::Shutdown(grace) => {
+                sweeper.abort();
                 for (_, task) in accepting.drain() {
                     task.abort();
                 }
@@ -155,8 +167,10 @@ async fn serve_connection(
         (s.max_header_size, s.max_headers, s.header_read_timeout)
     };
     let svc_worker = worker.clone();
+    let peer_ip = Rc::new(crate::headers::client_ip_value(peer.ip()));
     let service = service_fn(move |req| {
         let w = svc_worker.clone();
+        let peer_ip = peer_ip.clone();
         async move {
             let snap = w.snapshot.load_full();
             let client = Rc::clone(&w.client.borrow());
@@ -164,6 +178,7 @@ async fn serve_connection(
                 client: &client,
                 listener: key,
                 peer,
+                peer_ip: &peer_ip,
             };
             Ok::<_, std::convert::Infallible>(proxy::serve(snap, ctx, req).await)
         }
