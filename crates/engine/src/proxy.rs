@@ -36,8 +36,9 @@ pub async fn serve(
     ctx: RequestContext<'_>,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let start = Instant::now();
     let settings = &snap.settings;
+    // Timing is read only when it is logged.
+    let start = settings.access_log.then(Instant::now);
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
         .headers()
@@ -303,7 +304,7 @@ fn log_and(
     method: &http::Method,
     uri: &http::Uri,
     api: Option<&Api>,
-    start: Instant,
+    start: Option<Instant>,
     upstream_status: Option<StatusCode>,
     mut response: Response<Body>,
     error: Option<&str>,
@@ -315,7 +316,7 @@ fn log_and(
             uri: uri.path_and_query().map_or("/", |p| p.as_str()),
             api: api.map(|a| &*a.name),
             status: response.status(),
-            elapsed: start.elapsed(),
+            elapsed: start.map_or(std::time::Duration::ZERO, |s| s.elapsed()),
             upstream_status,
             error,
         });
@@ -332,7 +333,7 @@ fn finish_log(
     ctx: &RequestContext<'_>,
     req: &Request<Incoming>,
     api: Option<&Api>,
-    start: Instant,
+    start: Option<Instant>,
     upstream_status: Option<StatusCode>,
     response: Response<Body>,
     error: Option<&str>,

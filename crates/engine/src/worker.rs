@@ -77,7 +77,7 @@ async fn main_loop(
     let sweeper = {
         let worker = worker.clone();
         tokio::task::spawn_local(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 let pool = Rc::clone(&worker.client.borrow());
