@@ -45,6 +45,7 @@ pub enum RequestEnd {
 pub struct Chain {
     steps: Vec<Step>,
     body_need: BodyNeed,
+    response_body_need: BodyNeed,
     has_response_steps: bool,
 }
 
@@ -57,10 +58,17 @@ impl Chain {
             .map(|s| s.policy.body_need())
             .max()
             .unwrap_or_default();
+        let response_body_need = steps
+            .iter()
+            .filter(|s| s.response)
+            .map(|s| s.policy.response_body_need())
+            .max()
+            .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
         Chain {
             steps,
             body_need,
+            response_body_need,
             has_response_steps,
         }
     }
@@ -73,6 +81,11 @@ impl Chain {
     /// What the request phase needs of the body (computed once).
     pub fn body_need(&self) -> BodyNeed {
         self.body_need
+    }
+
+    /// What the response phase needs of the response body (computed once).
+    pub fn response_body_need(&self) -> BodyNeed {
+        self.response_body_need
     }
 
     /// True when no step has a response phase (the engine then skips it).

@@ -29,6 +29,9 @@ pub struct Exchange {
     pub original_uri: http::Uri,
     /// The response: set by a policy that answers (`return`), or by the engine from the target.
     pub response: Option<Response<Body>>,
+    /// What policies learned and want to share with later policies (verified claims, the
+    /// consumer, a parsed body, ...), keyed by type.
+    pub extensions: http::Extensions,
 }
 
 impl Exchange {
@@ -42,6 +45,7 @@ impl Exchange {
             params,
             original_uri,
             response: None,
+            extensions: http::Extensions::new(),
         }
     }
 
@@ -54,6 +58,24 @@ impl Exchange {
                 .get(s as usize..e as usize)
                 .unwrap_or(""),
             None => "",
+        }
+    }
+
+    /// The request body when it is held in memory (the engine buffers it before the request
+    /// phase when a policy of the chain declared [`crate::BodyNeed::Buffer`]).
+    pub fn request_bytes(&self) -> Option<&bytes::Bytes> {
+        match &self.request_body {
+            Body::Full(b) => b.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The response body when it is held in memory (buffered for the response phase when a
+    /// policy declared a response [`crate::BodyNeed::Buffer`], or set by a policy).
+    pub fn response_bytes(&self) -> Option<&bytes::Bytes> {
+        match self.response.as_ref().map(|r| r.body()) {
+            Some(Body::Full(b)) => b.as_ref(),
+            _ => None,
         }
     }
 

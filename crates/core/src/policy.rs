@@ -47,6 +47,12 @@ pub trait Policy: Send + Sync + 'static {
         BodyNeed::None
     }
 
+    /// The response body the response phase needs; the engine buffers the backend's response
+    /// body only when a policy of the chain returns [`BodyNeed::Buffer`]. Called once.
+    fn response_body_need(&self) -> BodyNeed {
+        BodyNeed::None
+    }
+
     /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
     fn on_request(&self, _ex: &mut Exchange) -> Outcome {
         Outcome::Continue

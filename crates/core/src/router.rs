@@ -515,12 +515,7 @@ mod tests {
         PathSpec::from_uri(s, false)
     }
 
-    fn find(
-        r: &Router<&'static str>,
-        host: &str,
-        m: &str,
-        path: &str,
-    ) -> Option<&'static str> {
+    fn find(r: &Router<&'static str>, host: &str, m: &str, path: &str) -> Option<&'static str> {
         r.lookup(Some(host), &m.parse().unwrap(), path)
             .map(|m| *m.value)
     }

@@ -72,7 +72,6 @@ pub fn add_forwarded(h: &mut HeaderMap, client: &HeaderValue, proto: &'static st
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,13 +10,13 @@ use http::header;
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use turnpike_core::body::BodyTooLarge;
-use turnpike_core::{Body, Exchange, Outcome, Problem, RequestEnd};
+use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
-use http::HeaderValue;
 use crate::snapshot::{Api, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
+use http::HeaderValue;
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
@@ -108,6 +108,24 @@ pub async fn serve(
     let mut ex = Exchange::new(parts, body, ctx.peer, params);
     let mut upstream_status = None;
     let mut error: Option<&'static str> = None;
+    if api.chain.body_need() == BodyNeed::Buffer {
+        match buffer(std::mem::take(&mut ex.request_body), limit).await {
+            Ok(bytes) => ex.request_body = Body::Full(Some(bytes)),
+            Err(problem) => {
+                return log_and(
+                    settings.access_log,
+                    &ctx,
+                    &log_method,
+                    &log_uri,
+                    Some(&api),
+                    start,
+                    None,
+                    problem.into_response(),
+                    Some("request body"),
+                );
+            }
+        }
+    }
     let (response, end) = match api.chain.run_request(&mut ex) {
         RequestEnd::Answered { at, outcome } => {
             let res = match outcome {
@@ -154,6 +172,23 @@ pub async fn serve(
         },
     };
     let response = if api.chain.has_response_steps() {
+        let response = if api.chain.response_body_need() == BodyNeed::Buffer {
+            let (parts, body) = response.into_parts();
+            match buffer(body, limit).await {
+                Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
+                Err(_) => {
+                    error = Some("response body");
+                    Problem::new(
+                        StatusCode::BAD_GATEWAY,
+                        "upstream-error",
+                        "The backend's response could not be read",
+                    )
+                    .into_response()
+                }
+            }
+        } else {
+            response
+        };
         ex.response = Some(response);
         if let Some(p) = api.chain.run_response(&mut ex, end) {
             error = Some(p.kind);
@@ -182,6 +217,34 @@ pub async fn serve(
         response,
         error,
     )
+}
+
+/// Reads a whole body into memory, failing with 413 past `limit` bytes and 400 when the peer
+/// breaks off.
+async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
+    use http_body_util::BodyExt;
+    let body = match body {
+        Body::Incoming(inner) => Body::Limited {
+            inner,
+            remaining: limit,
+        },
+        other => other,
+    };
+    match body.collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<BodyTooLarge>().is_some() => Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+        )
+        .with_detail(format!("the body exceeds the limit of {limit} bytes"))),
+        Err(e) => Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-body",
+            "The body could not be read",
+        )
+        .with_detail(e.to_string())),
+    }
 }
 
 type ForwardError = (&'static str, Problem);
@@ -256,7 +319,10 @@ fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
         }
         source = s.source();
     }
-    if matches!(e, UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. }) {
+    if matches!(
+        e,
+        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. }
+    ) {
         return (
             "upstream unreachable",
             Problem::new(

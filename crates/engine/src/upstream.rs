@@ -141,7 +141,10 @@ impl UpstreamPool {
     }
 
     async fn connect(&self, authority: &Authority) -> Result<SendRequest<Body>, UpstreamError> {
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
         let port = authority.port_u16().unwrap_or(80);
         let stream = match tokio::time::timeout(
             self.connect_timeout,

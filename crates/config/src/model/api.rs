@@ -1,0 +1,71 @@
+//! `api:` documents: where an API listens, what it matches, where it forwards.
+
+use std::net::IpAddr;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::PolicyConfig;
+use crate::units::Flag;
+
+/// An API (`api:` document).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiConfig {
+    /// A name for logs and the admin API.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The port to listen on. APIs on the same `ip:port` share one listener.
+    pub port: u16,
+    /// The address to bind; all addresses when absent.
+    #[serde(default)]
+    pub ip: Option<IpAddr>,
+    /// Space-separated host names this API answers for; `*.example.com` globs allowed.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The HTTP method this API answers (any when absent or `*`).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Which request paths this API takes.
+    #[serde(default)]
+    pub path: Option<PathConfig>,
+    /// The ordered list of policies run for each request (and, in reverse, each response).
+    #[serde(default)]
+    pub flow: Vec<PolicyConfig>,
+    /// Where requests are forwarded.
+    #[serde(default)]
+    pub target: Option<TargetConfig>,
+}
+
+/// The path an API matches.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PathConfig {
+    /// A prefix (`/shop/`), a template with parameters (`/items/{id}`, matched in full), or a
+    /// regular expression when `isRegExp` is set.
+    pub uri: String,
+    /// Treat `uri` as a regular expression matched against the path.
+    #[serde(default)]
+    pub is_reg_exp: Flag,
+}
+
+/// The backend an API forwards to.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TargetConfig {
+    /// `http://host:port/base`: the base path is joined with the request path.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Backend host (with `port`), instead of `url`.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Backend port (default 80).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Rewrite the `Host` header to the target's authority (default true).
+    #[serde(default)]
+    pub adjust_host_header: Option<Flag>,
+}

@@ -1,0 +1,60 @@
+//! The `gateway:` document: process-level settings.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::units::{ByteSize, Duration, Flag};
+
+/// Process-level settings (`gateway:` document). Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GatewaySettings {
+    /// Worker threads of the data plane (default: the number of cores).
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// Write one JSON line per request to standard output (default true).
+    #[serde(default)]
+    pub access_log: Option<Flag>,
+    /// Size limits.
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: Option<Timeouts>,
+}
+
+/// Size limits applied to every request.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Limits {
+    /// Largest request head (request line and headers) accepted; larger gets 431 (default 64KB).
+    #[serde(default)]
+    pub max_header_size: Option<ByteSize>,
+    /// Largest request body accepted; larger gets 413 (default 100MB).
+    #[serde(default)]
+    pub max_body_size: Option<ByteSize>,
+    /// Most request headers accepted (default 100).
+    #[serde(default)]
+    pub max_headers: Option<usize>,
+}
+
+/// Timeouts.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Timeouts {
+    /// Time to open a connection to a backend; then 502 (default 5s).
+    #[serde(default)]
+    pub connect: Option<Duration>,
+    /// Time for the backend to send its response head; then 504 (default 60s).
+    #[serde(default)]
+    pub upstream: Option<Duration>,
+    /// Time for a client to send a request head (default 30s).
+    #[serde(default)]
+    pub header_read: Option<Duration>,
+    /// How long an idle backend connection stays pooled (default 90s).
+    #[serde(default)]
+    pub upstream_idle: Option<Duration>,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish (default 30s).
+    #[serde(default)]
+    pub shutdown: Option<Duration>,
+}
