@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_path_to_error::Segment;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::model::{ApiConfig, Document, GatewaySettings, PolicyConfig};
+use crate::model::{ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig};
 use crate::yaml::{self, Span};
 
 /// Where one YAML document came from, with the position of each of its values.
@@ -108,6 +108,8 @@ pub struct ConfigSet {
     pub apis: Vec<Located<ApiConfig>>,
     /// Every `global:` list, in the order read.
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
+    /// Every consumer, in the order read.
+    pub consumers: Vec<Located<ConsumerConfig>>,
     /// Every file read (for `--watch`).
     pub files: Vec<PathBuf>,
 }
@@ -288,6 +290,11 @@ impl Loader<'_> {
                 value: api,
                 origin,
                 key: "api".into(),
+            }),
+            Document::Consumer(c) => self.set.consumers.push(Located {
+                value: c,
+                origin,
+                key: "consumer".into(),
             }),
             Document::Global(policies) => self.set.globals.push(Located {
                 value: policies,

@@ -2,7 +2,8 @@
 //! Parsed once at load time; an unknown placeholder is a load error.
 //!
 //! Placeholders: `${path.NAME}` (a path parameter of the API's template), `${header.NAME}`,
-//! `${query.NAME}`, `${method}`, `${client.ip}`.
+//! `${query.NAME}`, `${method}`, `${client.ip}`, `${consumer.name}` (set by an auth policy),
+//! `${jwt.CLAIM}` (a claim of the verified JWT), `${env.NAME}` (read once, at load time).
 
 use std::borrow::Cow;
 
@@ -25,6 +26,8 @@ enum Part {
     Query(String),
     Method,
     ClientIp,
+    ConsumerName,
+    JwtClaim(String),
 }
 
 /// A compiled template.
@@ -52,7 +55,16 @@ impl Template {
         if !rest.is_empty() {
             parts.push(Part::Lit(rest.to_owned()));
         }
-        Ok(Template { parts })
+        // `${env.X}` became text: join neighbouring literals so that a template without
+        // per-request placeholders stays a literal.
+        let mut merged: Vec<Part> = Vec::with_capacity(parts.len());
+        for p in parts {
+            match (merged.last_mut(), p) {
+                (Some(Part::Lit(a)), Part::Lit(b)) => a.push_str(&b),
+                (_, p) => merged.push(p),
+            }
+        }
+        Ok(Template { parts: merged })
     }
 
     fn placeholder(name: &str, scope: &TemplateScope) -> Result<Part, String> {
@@ -84,6 +96,20 @@ impl Template {
                 .map(Part::Header)
                 .map_err(|_| format!("`${{{name}}}`: `{h}` is not a valid header name"));
         }
+        if name == "consumer.name" {
+            return Ok(Part::ConsumerName);
+        }
+        if let Some(c) = name.strip_prefix("jwt.") {
+            if c.is_empty() {
+                return Err(format!("`${{{name}}}`: missing claim name"));
+            }
+            return Ok(Part::JwtClaim(c.to_owned()));
+        }
+        if let Some(e) = name.strip_prefix("env.") {
+            return std::env::var(e)
+                .map(Part::Lit)
+                .map_err(|_| format!("`${{{name}}}`: environment variable `{e}` is not set"));
+        }
         if let Some(q) = name.strip_prefix("query.") {
             if q.is_empty() {
                 return Err(format!("`${{{name}}}`: missing query parameter name"));
@@ -91,7 +117,7 @@ impl Template {
             return Ok(Part::Query(q.to_owned()));
         }
         Err(format!(
-            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}})"
+            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
         ))
     }
 
@@ -126,6 +152,19 @@ impl Template {
                 }
                 Part::Method => out.push_str(ex.request.method.as_str()),
                 Part::ClientIp => out.push_str(&ex.client.ip().to_string()),
+                Part::ConsumerName => {
+                    if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
+                        out.push_str(c);
+                    }
+                }
+                Part::JwtClaim(c) => {
+                    if let Some(v) = ex.identity().and_then(|i| i.claims.as_ref()?.get(c)) {
+                        match v {
+                            serde_json::Value::String(s) => out.push_str(s),
+                            other => out.push_str(&other.to_string()),
+                        }
+                    }
+                }
             }
         }
         Cow::Owned(out)
@@ -150,6 +189,31 @@ mod tests {
         let mut ex = exchange("POST", "/items/42?q=z", &[("X-A", "b")]);
         ex.params.push((7, 9));
         assert_eq!(t.render(&ex), "POST 42 b z 192.0.2.1!");
+    }
+
+    #[test]
+    fn identity_and_env() {
+        std::env::set_var("TURNPIKE_TEMPLATE_TEST", "prod");
+        let t = Template::parse(
+            "${env.TURNPIKE_TEMPLATE_TEST}/${consumer.name}/${jwt.sub}/${jwt.n}",
+            &TemplateScope::default(),
+        )
+        .unwrap();
+        let mut ex = exchange("GET", "/", &[]);
+        assert_eq!(t.render(&ex), "prod///");
+        let claims: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"sub":"alice","n":3}"#).unwrap();
+        ex.extensions.insert(crate::exchange::Identity {
+            consumer: Some("acme".into()),
+            claims: Some(std::sync::Arc::new(claims)),
+            ..Default::default()
+        });
+        assert_eq!(t.render(&ex), "prod/acme/alice/3");
+        let lit = Template::parse("a${env.TURNPIKE_TEMPLATE_TEST}b", &TemplateScope::default());
+        assert_eq!(lit.unwrap().as_literal(), Some("aprodb"));
+        assert!(
+            Template::parse("${env.TURNPIKE_SURELY_UNSET}", &TemplateScope::default()).is_err()
+        );
     }
 
     #[test]

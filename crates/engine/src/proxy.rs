@@ -37,8 +37,7 @@ pub async fn serve(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let settings = &snap.settings;
-    // Timing is read only when it is logged.
-    let start = settings.access_log.then(Instant::now);
+    let log = RequestLog::start(settings.access_log, ctx.peer, &req);
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
         .headers()
@@ -52,23 +51,12 @@ pub async fn serve(
             req.method(),
             req.uri().path()
         ));
-        return finish_log(
-            settings.access_log,
-            &ctx,
-            &req,
-            None,
-            start,
-            None,
-            problem.into_response(),
-            Some("no route"),
-        );
+        return log.finish(problem.into_response(), None, None, Some("no route"), None);
     };
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
 
     let (parts, body) = req.into_parts();
-    let log_method = parts.method.clone();
-    let log_uri = parts.uri.clone();
 
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
@@ -85,16 +73,12 @@ pub async fn serve(
                 "Request body too large",
             )
             .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
-            return log_and(
-                settings.access_log,
-                &ctx,
-                &log_method,
-                &log_uri,
-                Some(&api),
-                start,
-                None,
+            return log.finish(
                 problem.into_response(),
+                Some(&api),
+                None,
                 Some("body too large"),
+                None,
             );
         }
         Some(_) => Body::Incoming(body),
@@ -112,16 +96,12 @@ pub async fn serve(
         match buffer(std::mem::take(&mut ex.request_body), limit).await {
             Ok(bytes) => ex.request_body = Body::Full(Some(bytes)),
             Err(problem) => {
-                return log_and(
-                    settings.access_log,
-                    &ctx,
-                    &log_method,
-                    &log_uri,
-                    Some(&api),
-                    start,
-                    None,
+                return log.finish(
                     problem.into_response(),
+                    Some(&api),
+                    None,
                     Some("request body"),
+                    None,
                 );
             }
         }
@@ -151,7 +131,7 @@ pub async fn serve(
                 }
                 Err((kind, problem)) => {
                     error = Some(kind);
-                    tracing::warn!(api = %api.name, uri = %log_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
+                    tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
                     (problem.into_response(), usize::MAX)
                 }
             },
@@ -206,16 +186,13 @@ pub async fn serve(
     } else {
         response
     };
-    log_and(
-        settings.access_log,
-        &ctx,
-        &log_method,
-        &log_uri,
-        Some(&api),
-        start,
-        upstream_status,
+    let consumer = ex.identity().and_then(|i| i.consumer.clone());
+    log.finish(
         response,
+        Some(&api),
+        upstream_status,
         error,
+        consumer.as_deref(),
     )
 }
 
@@ -363,56 +340,47 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-#[allow(clippy::too_many_arguments)]
-fn log_and(
-    enabled: bool,
-    ctx: &RequestContext<'_>,
-    method: &http::Method,
-    uri: &http::Uri,
-    api: Option<&Api>,
-    start: Option<Instant>,
-    upstream_status: Option<StatusCode>,
-    mut response: Response<Body>,
-    error: Option<&str>,
-) -> Response<Body> {
-    if enabled {
-        access_log::write(&AccessRecord {
-            client: ctx.peer,
-            method,
-            uri: uri.path_and_query().map_or("/", |p| p.as_str()),
-            api: api.map(|a| &*a.name),
-            status: response.status(),
-            elapsed: start.map_or(std::time::Duration::ZERO, |s| s.elapsed()),
-            upstream_status,
-            error,
-        });
-    }
-    if response.version() != Version::HTTP_11 {
-        *response.version_mut() = Version::HTTP_11;
-    }
-    response
+/// What the access log needs of a request, taken when it arrives (only when logging is on).
+struct RequestLog {
+    entry: Option<(Instant, SocketAddr, http::Method, http::Uri)>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish_log(
-    enabled: bool,
-    ctx: &RequestContext<'_>,
-    req: &Request<Incoming>,
-    api: Option<&Api>,
-    start: Option<Instant>,
-    upstream_status: Option<StatusCode>,
-    response: Response<Body>,
-    error: Option<&str>,
-) -> Response<Body> {
-    log_and(
-        enabled,
-        ctx,
-        req.method(),
-        req.uri(),
-        api,
-        start,
-        upstream_status,
-        response,
-        error,
-    )
+impl RequestLog {
+    fn start(enabled: bool, peer: SocketAddr, req: &Request<Incoming>) -> Self {
+        RequestLog {
+            entry: enabled.then(|| {
+                (
+                    Instant::now(),
+                    peer,
+                    req.method().clone(),
+                    req.uri().clone(),
+                )
+            }),
+        }
+    }
+
+    /// Writes the access log line (when on) and returns the response to send.
+    fn finish(
+        self,
+        response: Response<Body>,
+        api: Option<&Api>,
+        upstream_status: Option<StatusCode>,
+        error: Option<&str>,
+        consumer: Option<&str>,
+    ) -> Response<Body> {
+        if let Some((start, client, method, uri)) = &self.entry {
+            access_log::write(&AccessRecord {
+                client: *client,
+                method,
+                uri: uri.path_and_query().map_or("/", |p| p.as_str()),
+                api: api.map(|a| &*a.name),
+                status: response.status(),
+                elapsed: start.elapsed(),
+                upstream_status,
+                error,
+                consumer,
+            });
+        }
+        response
+    }
 }

@@ -10,7 +10,7 @@ use http::Method;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
 use turnpike_core::router::{HostPattern, PathSpec};
 use turnpike_core::{Chain, RouteSpec, Router, TemplateScope};
-use turnpike_policies::{answers_itself, compile_flow, Direction, FlowContext};
+use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
 
 use crate::target::Target;
 
@@ -128,10 +128,11 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
     }
+    let consumers = Arc::new(compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
     for located in &set.apis {
-        if let Some((spec, api)) = compile_api(located, set, &mut errors) {
+        if let Some((spec, api)) = compile_api(located, set, &consumers, &mut errors) {
             let addr = listen_addr(&located.value);
             by_addr
                 .entry(addr)
@@ -167,9 +168,43 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// The folder of the file a value was read from.
+fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
+    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
+    let none = Arc::new(Consumers::default());
+    let scope = TemplateScope::default();
+    Consumers::compile(
+        &set.consumers,
+        |c, errors| {
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers: &none,
+                in_consumer_flow: true,
+                base_dir: base_dir(c),
+            };
+            let mut steps = Vec::new();
+            compile_flow(
+                &c.value.flow,
+                c,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            Chain::new(steps)
+        },
+        errors,
+    )
+}
+
 fn compile_api(
     located: &Located<ApiConfig>,
     set: &ConfigSet,
+    consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
 ) -> Option<(RouteSpec, Api)> {
     let api = &located.value;
@@ -231,11 +266,22 @@ fn compile_api(
     let scope = TemplateScope {
         path_params: param_names,
     };
-    let ctx = FlowContext { scope: &scope };
     let mut steps = Vec::new();
     for g in &set.globals {
+        let ctx = FlowContext {
+            scope: &scope,
+            consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+        };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
+    let ctx = FlowContext {
+        scope: &scope,
+        consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+    };
     compile_flow(
         &api.flow,
         located,

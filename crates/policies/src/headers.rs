@@ -163,7 +163,7 @@ mod tests {
                 value: value.into(),
                 if_absent: Flag(if_absent),
             },
-            &FlowContext { scope: &scope },
+            &crate::testutil::ctx(&scope),
         )
         .unwrap()
     }
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn bad_names_and_values_fail_to_compile() {
         let scope = TemplateScope::default();
-        let ctx = FlowContext { scope: &scope };
+        let ctx = crate::testutil::ctx(&scope);
         let bad = |n: &str, v: &str| {
             SetHeader::compile(
                 &SetHeaderPolicy {

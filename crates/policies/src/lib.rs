@@ -2,14 +2,25 @@
 //! is loaded) and its request/response behaviour. [`compile_flow`] turns a configured flow into
 //! chain steps, rejecting every setting the policy does not implement.
 
+pub mod access_control;
+pub mod auth;
+pub mod consumers;
+pub mod cors;
 mod headers;
+pub mod rate_limit;
 mod respond;
+pub mod rewriter;
+pub mod size_limit;
 mod static_body;
+
+use std::path::Path;
+use std::sync::Arc;
 
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
 
+pub use consumers::{Consumer, Consumers};
 pub use headers::{RemoveHeader, SetHeader};
 pub use respond::Return;
 pub use static_body::Static;
@@ -30,6 +41,13 @@ pub enum Direction {
 pub struct FlowContext<'a> {
     /// What templates may refer to.
     pub scope: &'a TemplateScope,
+    /// Every consumer (auth policies identify callers among them).
+    pub consumers: &'a Arc<Consumers>,
+    /// True while compiling a consumer's own flow (auth policies are not allowed there, and
+    /// `rateLimiter` counts per consumer by default).
+    pub in_consumer_flow: bool,
+    /// The folder of the config file the flow is in (relative file paths start there).
+    pub base_dir: &'a Path,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -85,6 +103,19 @@ pub fn compile_flow<T>(
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::BasicAuthentication(_) | PolicyConfig::ApiKey(_) | PolicyConfig::JwtAuth(_)
+                if ctx.in_consumer_flow =>
+            {
+                Err((String::new(), "authentication policies cannot stand in a consumer's flow (it runs after authentication)".into()))
+            }
+            PolicyConfig::BasicAuthentication(c) => auth::basic::BasicAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::ApiKey(c) => auth::api_key::ApiKey::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::JwtAuth(c) => auth::jwt::JwtAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::RateLimiter(c) => rate_limit::RateLimiter::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::Cors(c) => cors::Cors::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {
@@ -131,6 +162,23 @@ pub(crate) fn err(key: &str, msg: impl Into<String>) -> CompileError {
 
 #[cfg(test)]
 pub(crate) mod testutil {
+    use std::sync::{Arc, OnceLock};
+
+    use turnpike_core::TemplateScope;
+
+    use crate::{Consumers, FlowContext};
+
+    /// A compile context without consumers, for unit tests.
+    pub fn ctx(scope: &TemplateScope) -> FlowContext<'_> {
+        static NONE: OnceLock<Arc<Consumers>> = OnceLock::new();
+        FlowContext {
+            scope,
+            consumers: NONE.get_or_init(|| Arc::new(Consumers::default())),
+            in_consumer_flow: false,
+            base_dir: std::path::Path::new("."),
+        }
+    }
+
     use std::net::SocketAddr;
 
     use turnpike_core::exchange::PathParams;

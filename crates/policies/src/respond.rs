@@ -121,7 +121,7 @@ mod tests {
                 body: body.map(str::to_owned),
                 content_type: ct.map(str::to_owned),
             },
-            &FlowContext { scope: &scope },
+            &crate::testutil::ctx(&scope),
         )
     }
 

@@ -6,12 +6,16 @@
 //! and one variant to [`PolicyConfig`].
 
 mod api;
+mod auth;
 mod flow;
 mod gateway;
+mod traffic;
 
 pub use api::*;
+pub use auth::*;
 pub use flow::*;
 pub use gateway::*;
+pub use traffic::*;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -28,6 +32,8 @@ pub enum Document {
     Include(Vec<String>),
     /// Process-level settings (threads, access log, limits, timeouts).
     Gateway(GatewaySettings),
+    /// A consumer: credentials, groups and its own policies.
+    Consumer(ConsumerConfig),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name.
@@ -46,6 +52,22 @@ pub enum PolicyConfig {
     SetHeader(SetHeaderPolicy),
     /// Remove a header (request or response, depending on where the policy stands).
     RemoveHeader(RemoveHeaderPolicy),
+    /// HTTP Basic authentication.
+    BasicAuthentication(BasicAuthPolicy),
+    /// API key authentication.
+    ApiKey(ApiKeyPolicy),
+    /// JWT bearer token authentication.
+    JwtAuth(JwtAuthPolicy),
+    /// Rate limiting.
+    RateLimiter(RateLimiterPolicy),
+    /// CORS (answers preflight requests itself).
+    Cors(CorsPolicy),
+    /// IP allow and deny lists.
+    AccessControl(AccessControlPolicy),
+    /// Regex path rewriting.
+    Rewriter(RewriterPolicy),
+    /// Request body size limit.
+    RequestSizeLimit(RequestSizeLimitPolicy),
 }
 
 impl PolicyConfig {
@@ -58,6 +80,14 @@ impl PolicyConfig {
             PolicyConfig::Response(_) => "response",
             PolicyConfig::SetHeader(_) => "setHeader",
             PolicyConfig::RemoveHeader(_) => "removeHeader",
+            PolicyConfig::BasicAuthentication(_) => "basicAuthentication",
+            PolicyConfig::ApiKey(_) => "apiKey",
+            PolicyConfig::JwtAuth(_) => "jwtAuth",
+            PolicyConfig::RateLimiter(_) => "rateLimiter",
+            PolicyConfig::Cors(_) => "cors",
+            PolicyConfig::AccessControl(_) => "accessControl",
+            PolicyConfig::Rewriter(_) => "rewriter",
+            PolicyConfig::RequestSizeLimit(_) => "requestSizeLimit",
         }
     }
 }
