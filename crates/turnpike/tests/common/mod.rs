@@ -247,3 +247,52 @@ pub async fn get(addr: SocketAddr, path: &str) -> Reply {
     )
     .await
 }
+
+/// A server answering every request with a fixed body that tests can change.
+pub struct StaticServer {
+    pub addr: SocketAddr,
+    pub body: Arc<Mutex<String>>,
+    pub hits: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl StaticServer {
+    pub async fn start(body: &str) -> StaticServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let body = Arc::new(Mutex::new(body.to_owned()));
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (b, h) = (body.clone(), hits.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (b, h) = (b.clone(), h.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |_req: Request<Incoming>| {
+                        h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let text = b.lock().unwrap().clone();
+                        async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text)))) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        StaticServer { addr, body, hits }
+    }
+
+    pub fn set(&self, body: &str) {
+        *self.body.lock().unwrap() = body.to_owned();
+    }
+}
+
+/// A request with extra headers, sent on a new connection.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut b = req("GET", path);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    send(addr, b.body(Full::new(Bytes::new())).unwrap()).await
+}
