@@ -47,6 +47,7 @@ pub struct Chain {
     body_need: BodyNeed,
     response_body_need: BodyNeed,
     has_response_steps: bool,
+    response_needs_request: bool,
 }
 
 impl Chain {
@@ -65,11 +66,15 @@ impl Chain {
             .max()
             .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
+        let response_needs_request = steps
+            .iter()
+            .any(|s| s.response && s.policy.response_needs_request());
         Chain {
             steps,
             body_need,
             response_body_need,
             has_response_steps,
+            response_needs_request,
         }
     }
 
@@ -86,6 +91,11 @@ impl Chain {
     /// What the response phase needs of the response body (computed once).
     pub fn response_body_need(&self) -> BodyNeed {
         self.response_body_need
+    }
+
+    /// True when a response step reads the request (see [`Policy::response_needs_request`]).
+    pub fn response_needs_request(&self) -> bool {
+        self.response_needs_request
     }
 
     /// True when no step has a response phase (the engine then skips it).

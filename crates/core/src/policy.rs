@@ -53,6 +53,13 @@ pub trait Policy: Send + Sync + 'static {
         BodyNeed::None
     }
 
+    /// True when the response phase reads the request (its headers, method or URI). When no
+    /// response step of a chain does, the engine hands the request head to the backend without
+    /// keeping a copy. Called once; the safe default is `true`.
+    fn response_needs_request(&self) -> bool {
+        true
+    }
+
     /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
     fn on_request(&self, _ex: &mut Exchange) -> Outcome {
         Outcome::Continue

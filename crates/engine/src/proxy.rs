@@ -124,7 +124,15 @@ pub async fn serve(
             (res, at)
         }
         RequestEnd::Forward => match &api.target {
-            Some(target) => match forward(&mut ex, target, &ctx, settings.upstream_timeout).await {
+            Some(target) => match forward(
+                &mut ex,
+                target,
+                &ctx,
+                settings.upstream_timeout,
+                api.chain.response_needs_request(),
+            )
+            .await
+            {
                 Ok(res) => {
                     upstream_status = Some(res.status());
                     (res, usize::MAX)
@@ -228,11 +236,14 @@ type ForwardError = (&'static str, Problem);
 
 /// Sends the exchange's request to `target` and returns its response with hop-by-hop headers
 /// removed.
+/// `keep_request`: the response phase reads the request, so the exchange keeps its own copy of
+/// the request head (otherwise the head moves to the backend without a copy).
 async fn forward(
     ex: &mut Exchange,
     target: &crate::target::Target,
     ctx: &RequestContext<'_>,
     timeout: std::time::Duration,
+    keep_request: bool,
 ) -> Result<Response<Body>, ForwardError> {
     let uri = target
         .upstream_uri(ex.request.uri.path_and_query())
@@ -243,7 +254,14 @@ async fn forward(
                     .with_detail(e.to_string()),
             )
         })?;
-    let mut parts = std::mem::replace(&mut ex.request, Request::new(()).into_parts().0);
+    let mut parts = if keep_request {
+        let mut p = Request::new(()).into_parts().0;
+        p.method = ex.request.method.clone();
+        p.headers = ex.request.headers.clone();
+        p
+    } else {
+        std::mem::replace(&mut ex.request, Request::new(()).into_parts().0)
+    };
     parts.uri = uri;
     parts.version = Version::HTTP_11;
     remove_hop_by_hop(&mut parts.headers);

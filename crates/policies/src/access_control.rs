@@ -40,6 +40,10 @@ impl Policy for AccessControl {
         "accessControl"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let ip = canonical(ex.client.ip());
         let denied = self.deny.iter().any(|n| n.contains(&ip))

@@ -32,6 +32,7 @@ pub struct Consumers {
     by_api_key: HashMap<String, Arc<Consumer>>,
     by_user: HashMap<String, (Arc<Consumer>, PasswordCheck)>,
     by_subject: HashMap<String, Arc<Consumer>>,
+    response_needs_request: bool,
 }
 
 impl Consumers {
@@ -102,6 +103,7 @@ impl Consumers {
                     ));
                 }
             }
+            out.response_needs_request |= consumer.chain.response_needs_request();
             out.by_name.insert(consumer.name.clone(), consumer);
         }
         out
@@ -125,6 +127,11 @@ impl Consumers {
     /// The consumer whose JWT subject this is.
     pub fn by_subject(&self, sub: &str) -> Option<&Arc<Consumer>> {
         self.by_subject.get(sub)
+    }
+
+    /// True when some consumer's flow reads the request in its response phase.
+    pub fn response_needs_request(&self) -> bool {
+        self.response_needs_request
     }
 
     /// Number of consumers.

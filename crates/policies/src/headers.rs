@@ -135,6 +135,10 @@ impl Policy for RemoveHeader {
         "removeHeader"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         ex.request.headers.remove(&self.name);
         Outcome::Continue

@@ -68,6 +68,10 @@ impl Policy for Return {
         "return"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let (body, content_type) = match &self.body {
             Some(t) => (

@@ -78,6 +78,10 @@ impl Policy for Rewriter {
         "rewriter"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let path = ex.request.uri.path();
         let Some((re, to)) = self.rules.iter().find(|(re, _)| re.is_match(path)) else {

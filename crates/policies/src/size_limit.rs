@@ -27,6 +27,10 @@ impl Policy for RequestSizeLimit {
         "requestSizeLimit"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let too_large = || {
             Outcome::Reject(

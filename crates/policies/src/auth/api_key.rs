@@ -104,6 +104,12 @@ impl Policy for ApiKey {
         "apiKey"
     }
 
+    fn response_needs_request(&self) -> bool {
+        self.consumers
+            .as_ref()
+            .is_some_and(|c| c.response_needs_request())
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let Some(key) = self.extract(ex).filter(|k| !k.is_empty()) else {
             return unauthorized("an API key is required", None);

@@ -110,6 +110,12 @@ impl Policy for BasicAuth {
         "basicAuthentication"
     }
 
+    fn response_needs_request(&self) -> bool {
+        self.consumers
+            .as_ref()
+            .is_some_and(|c| c.response_needs_request())
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let Some((user, password)) = basic_credentials(ex) else {
             return unauthorized("HTTP Basic credentials are required", Some(&self.challenge));

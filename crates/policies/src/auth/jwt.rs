@@ -286,6 +286,10 @@ impl Policy for JwtAuth {
         "jwtAuth"
     }
 
+    fn response_needs_request(&self) -> bool {
+        self.consumers.response_needs_request()
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let token = ex
             .request

@@ -123,6 +123,7 @@ mod tests {
         assert!(!check.verify("wrong"));
         let sha512 = pwhash::sha512_crypt::hash("pw").unwrap();
         assert!(PasswordCheck::new(&sha512).unwrap().verify("pw"));
+        #[allow(deprecated)]
         let sha256 = pwhash::sha256_crypt::hash("pw").unwrap();
         assert!(PasswordCheck::new(&sha256).unwrap().verify("pw"));
         // htpasswd -s: {SHA}base64(sha1("password"))

@@ -198,6 +198,10 @@ impl Policy for RateLimiter {
         "rateLimiter"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let d = self.store.hit(self.key(ex), Instant::now());
         if !d.allowed {
