@@ -192,6 +192,10 @@ CASES = [
     ("proxy", "Case 2: reverse proxy to the backend (1 KB JSON)", "nginx", "nginx"),
     ("routes", "Case 3: turnpike proxy, 10,000 APIs vs 1 API (`GET /bench/`)",
      "turnpike-1api", "1 API"),
+    ("auth", "Case 4: Membrane scenario 3, basic auth + rate limiter vs plain proxying",
+     "turnpike-plain", "plain"),
+    ("matrix", "Case 5: APISIX matrix, apiKey / rateLimiter / both over 1 and 100 APIs, 100 consumers",
+     "turnpike-plain-1", "plain, 1 API"),
 ]
 LABELS = {
     "turnpike": "turnpike",
@@ -199,7 +203,13 @@ LABELS = {
     "haproxy": "HAProxy",
     "turnpike-1api": "turnpike, 1 API",
     "turnpike-10k": "turnpike, 10,000 APIs",
+    "turnpike-plain": "turnpike, plain proxy",
+    "turnpike-s3": "turnpike, basicAuthentication + rateLimiter",
 }
+for _n in (1, 100):
+    for _p, _l in (("plain", "no policy"), ("key", "apiKey"), ("limit", "rateLimiter"),
+                   ("both", "apiKey + rateLimiter")):
+        LABELS["turnpike-%s-%d" % (_p, _n)] = "turnpike, %s, %d API%s" % (_l, _n, "" if _n == 1 else "s")
 
 
 def _med(values):

@@ -96,7 +96,7 @@ for s in "${_s[@]}"; do
 done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
-    case $c in short|proxy|routes) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes)" ;; esac
+    case $c in short|proxy|routes|auth|matrix) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix)" ;; esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -115,6 +115,16 @@ if has_case routes; then
         PLAN+=(routes/turnpike-1api routes/turnpike-10k)
     else
         log "case 'routes' (10,000 APIs vs 1 API) needs turnpike: skipped"
+    fi
+fi
+if has_case auth; then
+    if has_system turnpike; then PLAN+=(auth/turnpike-plain auth/turnpike-s3); else log "case 'auth' needs turnpike: skipped"; fi
+fi
+if has_case matrix; then
+    if has_system turnpike; then
+        for n in 1 100; do for pol in plain key limit both; do PLAN+=("matrix/turnpike-$pol-$n"); done; done
+    else
+        log "case 'matrix' needs turnpike: skipped"
     fi
 fi
 ((${#PLAN[@]})) || die "nothing to run for --systems $SYSTEMS --cases $CASES"
@@ -211,11 +221,13 @@ fail_server() {  # fail_server MESSAGE LOGFILE [DIR]
     exit 1
 }
 
-wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR]
-    local pid=$1 url=$2 expect=$3 logf=$4 dir=${5:-} code=000 deadline=$((SECONDS + READY_TIMEOUT))
+wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR] [HEADER]
+    local pid=$1 url=$2 expect=$3 logf=$4 dir=${5:-} hdr=${6:-} code=000 deadline=$((SECONDS + READY_TIMEOUT))
+    local hargs=()
+    [[ -n $hdr ]] && hargs=(-H "$hdr")
     while :; do
         alive "$pid" || fail_server "server for $url exited during startup" "$logf" "$dir"
-        code=$(curl -s -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
+        code=$(curl -s "${hargs[@]}" -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
         if [[ $code == 200 ]]; then
             [[ -z $expect ]] && return 0
             cmp -s "$TMP/ready.body" "$expect" && return 0
@@ -245,6 +257,15 @@ declare -A PORT=(
     [short/turnpike]=$P_TP_SHORT [short/nginx]=$P_NGINX_SHORT
     [proxy/turnpike]=$P_TP_PROXY [proxy/nginx]=$P_NGINX_PROXY [proxy/haproxy]=$P_HAPROXY
     [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
+    [auth/turnpike-plain]=2040 [auth/turnpike-s3]=2041
+    [matrix/turnpike-plain-1]=2042 [matrix/turnpike-key-1]=2043 [matrix/turnpike-limit-1]=2044 [matrix/turnpike-both-1]=2045
+    [matrix/turnpike-plain-100]=2046 [matrix/turnpike-key-100]=2047 [matrix/turnpike-limit-100]=2048 [matrix/turnpike-both-100]=2049
+)
+# Request header a run sends (credentials of the policy cases), for the readiness check and wrk.
+declare -A HDR=(
+    [auth/turnpike-s3]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
+    [matrix/turnpike-key-1]="X-Api-Key: key-042" [matrix/turnpike-both-1]="X-Api-Key: key-042"
+    [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -263,6 +284,9 @@ fi
 if has_case routes && has_system turnpike; then
     "$PY" "$BENCH_DIR/gen_many_apis.py" --count 10000 \
         --base "$CONFIGS/turnpike-1api.yaml" --out "$TMP/turnpike-10k.yaml"
+fi
+if (has_case auth || has_case matrix) && has_system turnpike; then
+    "$PY" "$BENCH_DIR/gen_policy_configs.py" "$TMP/policy"
 fi
 
 # Versions and machine, for the report header.
@@ -316,6 +340,8 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         proxy/haproxy) cmd=(haproxy -db -f "$CONFIGS/haproxy-proxy.cfg") ;;
         routes/turnpike-1api) path=/bench/; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-1api.yaml") ;;
         routes/turnpike-10k) path=/bench/; cmd=("$TURNPIKE" run -c "$TMP/turnpike-10k.yaml") ;;
+        auth/*) cmd=("$TURNPIKE" run -c "$TMP/policy/auth-${sys#turnpike-}.yaml") ;;
+        matrix/*) path=/api000/; cmd=("$TURNPIKE" run -c "$TMP/policy/matrix-${sys#turnpike-}.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
     url="http://127.0.0.1:$port$path"
@@ -323,11 +349,13 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     ensure_ports_free "$port"
     start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
     pid=$SERVER_PID
-    wait_ready "$pid" "$url" "$expect" "$logf" "$dir"
+    local hdr=${HDR[$pair]:-} wargs=()
+    [[ -n $hdr ]] && wargs=(-H "$hdr")
+    wait_ready "$pid" "$url" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$dir/wrk.txt" 2>&1 \
+    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
         || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
