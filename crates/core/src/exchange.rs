@@ -28,6 +28,14 @@ pub struct Identity {
     pub claims: Option<std::sync::Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
+/// The verified client certificate of a mutual-TLS connection; stored in
+/// [`Exchange::extensions`] for policies.
+#[derive(Debug, Clone)]
+pub struct ClientCertificate {
+    /// The certificate's subject, RFC 4514 form (`CN=client,O=Example`).
+    pub subject: String,
+}
+
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.
 #[derive(Debug)]

@@ -1,22 +1,25 @@
 //! The request path: route → exchange → request phase → target (or the policy's answer) →
-//! response phase → client. Every error the gateway generates is problem+json with the right
-//! status, and is logged.
+//! response phase → client. Every error the gateway generates has the right status and a
+//! machine-readable body — problem+json, or a gRPC status for gRPC requests — and is logged.
+//! WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled both ways.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use http::header;
-use http::{Request, Response, StatusCode, Version};
+use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
+use turnpike_core::exchange::ClientCertificate;
 use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
 use crate::snapshot::{Api, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
-use http::HeaderValue;
+use crate::worker::ConnInfo;
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
@@ -24,10 +27,103 @@ pub struct RequestContext<'a> {
     pub client: &'a UpstreamPool,
     /// The listening address the request arrived on, as configured (the snapshot's key).
     pub listener: SocketAddr,
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The client's IP as an `X-Forwarded-For` element (computed once per connection).
-    pub peer_ip: &'a HeaderValue,
+    /// The connection the request came on.
+    pub conn: &'a ConnInfo,
+}
+
+/// How the gateway's own error answers are written for a request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ErrorFormat {
+    /// RFC 9457 problem+json.
+    Problem,
+    /// A gRPC "trailers-only" answer: HTTP 200 with `grpc-status` and `grpc-message`.
+    Grpc,
+}
+
+impl ErrorFormat {
+    fn of(req: &Request<Incoming>) -> Self {
+        let grpc = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        if grpc {
+            ErrorFormat::Grpc
+        } else {
+            ErrorFormat::Problem
+        }
+    }
+
+    fn render(self, p: Problem) -> Response<Body> {
+        match self {
+            ErrorFormat::Problem => p.into_response(),
+            ErrorFormat::Grpc => grpc_error(&p),
+        }
+    }
+}
+
+/// The gRPC status code for an HTTP status the gateway answers with.
+fn grpc_code(status: StatusCode) -> u8 {
+    match status.as_u16() {
+        400 | 413 | 415 | 422 => 3, // INVALID_ARGUMENT
+        401 => 16,                  // UNAUTHENTICATED
+        403 => 7,                   // PERMISSION_DENIED
+        404 | 405 => 12,            // UNIMPLEMENTED
+        429 => 8,                   // RESOURCE_EXHAUSTED
+        504 => 4,                   // DEADLINE_EXCEEDED
+        502 | 503 => 14,            // UNAVAILABLE
+        _ => 13,                    // INTERNAL
+    }
+}
+
+fn grpc_error(p: &Problem) -> Response<Body> {
+    let mut res = Response::new(Body::Empty);
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert(
+        "grpc-status",
+        HeaderValue::from(u16::from(grpc_code(p.status))),
+    );
+    let message = match &p.detail {
+        Some(d) => format!("{}: {d}", p.title),
+        None => p.title.to_string(),
+    };
+    // grpc-message is percent-encoded (gRPC over HTTP/2 spec).
+    let encoded = percent_encode_grpc(&message);
+    if let Ok(v) = HeaderValue::from_str(&encoded) {
+        h.insert("grpc-message", v);
+    }
+    for (k, v) in &p.headers {
+        h.append(k.clone(), v.clone());
+    }
+    res
+}
+
+fn percent_encode_grpc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// True for an HTTP/1.1 request asking to switch protocols (WebSocket and others).
+fn is_upgrade(req: &Request<Incoming>) -> bool {
+    req.version() == Version::HTTP_11
+        && req.headers().contains_key(header::UPGRADE)
+        && req
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// Serves one request against `snap`. Never fails: errors become problem responses.
@@ -37,7 +133,9 @@ pub async fn serve(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let settings = &snap.settings;
-    let log = RequestLog::start(settings.access_log, ctx.peer, &req);
+    let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
+    let format = ErrorFormat::of(&req);
+    let version = req.version();
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
         .headers()
@@ -51,12 +149,25 @@ pub async fn serve(
             req.method(),
             req.uri().path()
         ));
-        return log.finish(problem.into_response(), None, None, Some("no route"), None);
+        return log.finish(
+            format.render(problem),
+            None,
+            None,
+            Some("no route"),
+            None,
+            version,
+        );
     };
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
 
-    let (parts, body) = req.into_parts();
+    let upgrade = is_upgrade(&req);
+    let (mut parts, body) = req.into_parts();
+    let client_upgrade = if upgrade {
+        parts.extensions.remove::<OnUpgrade>()
+    } else {
+        None
+    };
 
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
@@ -74,11 +185,12 @@ pub async fn serve(
             )
             .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
             return log.finish(
-                problem.into_response(),
+                format.render(problem),
                 Some(&api),
                 None,
                 Some("body too large"),
                 None,
+                version,
             );
         }
         Some(_) => Body::Incoming(body),
@@ -89,7 +201,12 @@ pub async fn serve(
         },
     };
 
-    let mut ex = Exchange::new(parts, body, ctx.peer, params);
+    let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
+    if let Some(subject) = &ctx.conn.client_cert {
+        ex.extensions.insert(ClientCertificate {
+            subject: subject.to_string(),
+        });
+    }
     let mut upstream_status = None;
     let mut error: Option<&'static str> = None;
     if api.chain.body_need() == BodyNeed::Buffer {
@@ -97,81 +214,85 @@ pub async fn serve(
             Ok(bytes) => ex.request_body = Body::Full(Some(bytes)),
             Err(problem) => {
                 return log.finish(
-                    problem.into_response(),
+                    format.render(problem),
                     Some(&api),
                     None,
                     Some("request body"),
                     None,
+                    version,
                 );
             }
         }
     }
+    let internal = || {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+        )
+    };
+    let mut backend_upgrade = None;
     let (response, end) = match api.chain.run_request(&mut ex) {
         RequestEnd::Answered { at, outcome } => {
             let res = match outcome {
                 Outcome::Respond(r) => r,
                 Outcome::Reject(p) => {
                     error = Some(p.kind);
-                    p.into_response()
+                    format.render(p)
                 }
-                Outcome::Continue => Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Internal error",
-                )
-                .into_response(),
+                Outcome::Continue => format.render(internal()),
             };
             (res, at)
         }
         RequestEnd::Forward => match &api.target {
-            Some(target) => match forward(
-                &mut ex,
-                target,
-                &ctx,
-                settings.upstream_timeout,
-                api.chain.response_needs_request(),
-            )
-            .await
-            {
-                Ok(res) => {
-                    upstream_status = Some(res.status());
-                    (res, usize::MAX)
+            Some(target) => {
+                let how = Forwarding {
+                    timeout: settings.upstream_timeout,
+                    keep_request: api.chain.response_needs_request(),
+                    upgrade: client_upgrade.is_some(),
+                };
+                match forward(&mut ex, target, &ctx, how).await {
+                    Ok((res, up)) => {
+                        upstream_status = Some(res.status());
+                        backend_upgrade = up;
+                        (res, usize::MAX)
+                    }
+                    Err((kind, problem)) => {
+                        error = Some(kind);
+                        tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
+                        (format.render(problem), usize::MAX)
+                    }
                 }
-                Err((kind, problem)) => {
-                    error = Some(kind);
-                    tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
-                    (problem.into_response(), usize::MAX)
-                }
-            },
+            }
             None => {
                 // Compilation guarantees a target or an answering flow; reaching here means a
                 // conditional answer did not fire.
                 error = Some("no target");
                 (
-                    Problem::new(
+                    format.render(Problem::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "no-target",
                         "This API has no target",
-                    )
-                    .into_response(),
+                    )),
                     usize::MAX,
                 )
             }
         },
     };
-    let response = if api.chain.has_response_steps() {
-        let response = if api.chain.response_body_need() == BodyNeed::Buffer {
+    let mut response = if api.chain.has_response_steps() {
+        let response = if api.chain.response_body_need() == BodyNeed::Buffer
+            && response.status() != StatusCode::SWITCHING_PROTOCOLS
+        {
             let (parts, body) = response.into_parts();
             match buffer(body, limit).await {
                 Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
                 Err(_) => {
                     error = Some("response body");
-                    Problem::new(
+                    format.render(Problem::new(
                         StatusCode::BAD_GATEWAY,
                         "upstream-error",
                         "The backend's response could not be read",
-                    )
-                    .into_response()
+                    ))
                 }
             }
         } else {
@@ -180,20 +301,28 @@ pub async fn serve(
         ex.response = Some(response);
         if let Some(p) = api.chain.run_response(&mut ex, end) {
             error = Some(p.kind);
-            p.into_response()
+            format.render(p)
         } else {
-            ex.response.take().unwrap_or_else(|| {
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Internal error",
-                )
-                .into_response()
-            })
+            ex.response
+                .take()
+                .unwrap_or_else(|| format.render(internal()))
         }
     } else {
         response
     };
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        match (client_upgrade, backend_upgrade) {
+            (Some(client), Some(backend)) => tunnel(client, backend),
+            _ => {
+                error = Some("upgrade");
+                response = format.render(Problem::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream-error",
+                    "The backend switched protocols unasked",
+                ));
+            }
+        }
+    }
     let consumer = ex.identity().and_then(|i| i.consumer.clone());
     log.finish(
         response,
@@ -201,7 +330,27 @@ pub async fn serve(
         upstream_status,
         error,
         consumer.as_deref(),
+        version,
     )
+}
+
+/// Copies bytes both ways between an upgraded client connection and an upgraded backend
+/// connection until either side closes.
+fn tunnel(client: OnUpgrade, backend: OnUpgrade) {
+    tokio::task::spawn_local(async move {
+        let (client, backend) = match tokio::try_join!(client, backend) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::debug!("upgrade failed: {e}");
+                return;
+            }
+        };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        let mut backend = hyper_util::rt::TokioIo::new(backend);
+        if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
+            tracing::debug!("tunnel ended: {e}");
+        }
+    });
 }
 
 /// Reads a whole body into memory, failing with 413 past `limit` bytes and 400 when the peer
@@ -236,25 +385,46 @@ type ForwardError = (&'static str, Problem);
 
 /// Sends the exchange's request to `target` and returns its response with hop-by-hop headers
 /// removed.
-/// `keep_request`: the response phase reads the request, so the exchange keeps its own copy of
-/// the request head (otherwise the head moves to the backend without a copy).
+/// How one request is forwarded.
+struct Forwarding {
+    /// Time allowed for the backend's response head.
+    timeout: std::time::Duration,
+    /// The response phase reads the request, so the exchange keeps a copy of the request head
+    /// (otherwise the head moves to the backend without a copy).
+    keep_request: bool,
+    /// The client asked to switch protocols: `Upgrade` and `Connection: upgrade` are passed on.
+    upgrade: bool,
+}
+
+/// Sends the exchange's request to `target`; returns its response (hop-by-hop headers removed)
+/// and, for a 101 answer, the backend side of the upgraded connection.
 async fn forward(
     ex: &mut Exchange,
     target: &crate::target::Target,
     ctx: &RequestContext<'_>,
-    timeout: std::time::Duration,
-    keep_request: bool,
-) -> Result<Response<Body>, ForwardError> {
-    let uri = target
+    how: Forwarding,
+) -> Result<(Response<Body>, Option<OnUpgrade>), ForwardError> {
+    let transport = target.transport();
+    let bad = |e: http::Error| {
+        (
+            "bad-uri",
+            Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
+                .with_detail(e.to_string()),
+        )
+    };
+    let mut uri = target
         .upstream_uri(ex.request.uri.path_and_query())
-        .map_err(|e| {
-            (
-                "bad-uri",
-                Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
-                    .with_detail(e.to_string()),
-            )
-        })?;
-    let mut parts = if keep_request {
+        .map_err(bad)?;
+    if transport.http2 {
+        // HTTP/2 carries scheme and authority as pseudo-headers: give the full URI.
+        let mut p = uri.into_parts();
+        p.scheme = Some(target.scheme().clone());
+        p.authority = Some(target.authority().clone());
+        uri = http::Uri::from_parts(p).map_err(|e| bad(e.into()))?;
+    }
+    // HTTP/2 clients send the authority instead of `Host`.
+    let client_authority = ex.request.uri.authority().cloned();
+    let mut parts = if how.keep_request {
         let mut p = Request::new(()).into_parts().0;
         p.method = ex.request.method.clone();
         p.headers = ex.request.headers.clone();
@@ -263,18 +433,55 @@ async fn forward(
         std::mem::replace(&mut ex.request, Request::new(()).into_parts().0)
     };
     parts.uri = uri;
-    parts.version = Version::HTTP_11;
+    parts.version = if transport.http2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    let te_trailers = parts
+        .headers
+        .get(header::TE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    let upgrade_to = if how.upgrade {
+        parts.headers.get(header::UPGRADE).cloned()
+    } else {
+        None
+    };
     remove_hop_by_hop(&mut parts.headers);
-    add_forwarded(&mut parts.headers, ctx.peer_ip, "http");
-    if target.adjust_host || !parts.headers.contains_key(header::HOST) {
+    if te_trailers {
+        // The one TE value that may cross (gRPC needs it).
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    if let Some(u) = upgrade_to {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, u);
+    }
+    add_forwarded(
+        &mut parts.headers,
+        &ctx.conn.peer_ip,
+        if ctx.conn.tls { "https" } else { "http" },
+    );
+    if transport.http2 {
+        parts.headers.remove(header::HOST);
+    } else if target.adjust_host {
         parts
             .headers
             .insert(header::HOST, target.host_header().clone());
+    } else if !parts.headers.contains_key(header::HOST) {
+        let host = client_authority
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            .unwrap_or_else(|| target.host_header().clone());
+        parts.headers.insert(header::HOST, host);
     }
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
-    let result = tokio::time::timeout(timeout, ctx.client.send(target.authority(), req)).await;
-    let res = match result {
+    let timeout = how.timeout;
+    let result = tokio::time::timeout(timeout, ctx.client.send(transport, req)).await;
+    let mut res = match result {
         Err(_) => {
             return Err((
                 "upstream timeout",
@@ -293,9 +500,21 @@ async fn forward(
         Ok(Err(e)) => return Err(classify(&e, target)),
         Ok(Ok(res)) => res,
     };
+    let upgraded = if res.status() == StatusCode::SWITCHING_PROTOCOLS {
+        res.extensions_mut().remove::<OnUpgrade>()
+    } else {
+        None
+    };
     let (mut parts, body) = res.into_parts();
+    let upgrade_to = parts.headers.get(header::UPGRADE).cloned();
     remove_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, Body::Incoming(body)))
+    if let (true, Some(u)) = (upgraded.is_some(), upgrade_to) {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, u);
+    }
+    Ok((Response::from_parts(parts, Body::Incoming(body)), upgraded))
 }
 
 fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
@@ -313,6 +532,17 @@ fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
             );
         }
         source = s.source();
+    }
+    if let UpstreamError::Tls { .. } = e {
+        return (
+            "upstream tls",
+            Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream-tls",
+                "TLS to the backend failed",
+            )
+            .with_detail(error_chain(e)),
+        );
     }
     if matches!(
         e,
@@ -385,7 +615,13 @@ impl RequestLog {
         upstream_status: Option<StatusCode>,
         error: Option<&str>,
         consumer: Option<&str>,
+        version: Version,
     ) -> Response<Body> {
+        let mut response = response;
+        // Answer in the client's protocol, whatever the backend spoke.
+        if response.version() != version {
+            *response.version_mut() = version;
+        }
         if let Some((start, client, method, uri)) = &self.entry {
             access_log::write(&AccessRecord {
                 client: *client,

@@ -26,10 +26,36 @@ pub struct Api {
 }
 
 /// The routes of one listening address.
-#[derive(Debug)]
 pub struct ListenerRoutes {
     /// The matcher over the APIs of this address.
     pub router: Router<Arc<Api>>,
+    /// TLS, when the APIs of this address have `ssl:` (certificates chosen by SNI).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Accept cleartext HTTP/2 with prior knowledge.
+    pub h2c: bool,
+}
+
+impl std::fmt::Debug for ListenerRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerRoutes")
+            .field("routes", &self.router.len())
+            .field("tls", &self.tls.is_some())
+            .field("h2c", &self.h2c)
+            .finish()
+    }
+}
+
+/// HTTP/2 limits, with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Concurrent streams per client connection.
+    pub max_concurrent_streams: u32,
+    /// Initial stream window.
+    pub initial_stream_window_size: u32,
+    /// Initial connection window.
+    pub initial_connection_window_size: u32,
+    /// Largest header list.
+    pub max_header_list_size: u32,
 }
 
 /// Process-level settings, with defaults applied.
@@ -55,6 +81,8 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_timeout: Duration,
+    /// HTTP/2 limits.
+    pub http2: Http2Limits,
 }
 
 impl Settings {
@@ -78,6 +106,23 @@ impl Settings {
             header_read_timeout: d(t.header_read, 30),
             upstream_idle_timeout: d(t.upstream_idle, 90),
             shutdown_timeout: d(t.shutdown, 30),
+            http2: {
+                let h = g.http2.clone().unwrap_or_default();
+                let max_header = limits.max_header_size.map_or(64 << 10, |s| s.0);
+                Http2Limits {
+                    max_concurrent_streams: h.max_concurrent_streams.unwrap_or(256),
+                    initial_stream_window_size: h
+                        .initial_stream_window_size
+                        .map_or(1 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    initial_connection_window_size: h
+                        .initial_connection_window_size
+                        .map_or(4 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    max_header_list_size: h
+                        .max_header_list_size
+                        .map_or(max_header, |s| s.0)
+                        .min(u32::MAX as u64) as u32,
+                }
+            },
         }
     }
 }
@@ -130,10 +175,12 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     }
     let consumers = Arc::new(compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
+    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
     for located in &set.apis {
+        let addr = listen_addr(&located.value);
+        apis_at.entry(addr).or_default().push(located);
         if let Some((spec, api)) = compile_api(located, set, &consumers, &mut errors) {
-            let addr = listen_addr(&located.value);
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -146,9 +193,20 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut listeners = HashMap::new();
     for addr in order {
         let routes = by_addr.remove(&addr).unwrap_or_default();
+        let apis = apis_at.remove(&addr).unwrap_or_default();
+        let tls = listener_tls(addr, &apis, &mut errors);
+        let h2c = apis.iter().any(|a| a.value.h2c.0);
+        if h2c && tls.is_some() {
+            if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
+                errors.push(a.error(
+                    "h2c",
+                    "h2c is cleartext HTTP/2; on a TLS port HTTP/2 is negotiated with ALPN",
+                ));
+            }
+        }
         match Router::build(routes) {
             Ok(router) => {
-                listeners.insert(addr, ListenerRoutes { router });
+                listeners.insert(addr, ListenerRoutes { router, tls, h2c });
             }
             // Paths were validated per API already; this is a safety net.
             Err((_, msg)) => errors.push(turnpike_config::ConfigError::new(
@@ -166,6 +224,51 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         listeners,
         settings,
     })
+}
+
+/// Builds the TLS config of one listening address from its APIs' `ssl:` settings.
+fn listener_tls(
+    addr: SocketAddr,
+    apis: &[&Located<ApiConfig>],
+    errors: &mut ConfigErrors,
+) -> Option<Arc<rustls::ServerConfig>> {
+    let with: Vec<(&Located<ApiConfig>, &turnpike_config::SslConfig)> = apis
+        .iter()
+        .filter_map(|a| a.value.ssl.as_ref().map(|ssl| (*a, ssl)))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    if let Some(plain) = apis.iter().find(|a| a.value.ssl.is_none()) {
+        errors.push(plain.error(
+            "",
+            format!(
+                "port {} mixes TLS and plain APIs: give this API `ssl:` too, or use another port",
+                addr.port()
+            ),
+        ));
+        return None;
+    }
+    let sites: Vec<turnpike_tls::SiteCert<'_>> = with
+        .iter()
+        .map(|(a, ssl)| turnpike_tls::SiteCert {
+            hosts: a
+                .value
+                .host
+                .as_deref()
+                .map(|h| h.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default(),
+            ssl,
+            base: base_dir(a),
+        })
+        .collect();
+    match turnpike_tls::server_config(&sites) {
+        Ok(cfg) => Some(cfg),
+        Err((i, msg)) => {
+            errors.push(with[i.min(with.len() - 1)].0.error("ssl", msg));
+            None
+        }
+    }
 }
 
 /// The folder of the file a value was read from.
@@ -246,7 +349,7 @@ fn compile_api(
         }
     };
     let target = match &api.target {
-        Some(t) => match Target::compile(t) {
+        Some(t) => match Target::compile(t, base_dir(located)) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));

@@ -9,12 +9,14 @@ mod api;
 mod auth;
 mod flow;
 mod gateway;
+mod tls;
 mod traffic;
 
 pub use api::*;
 pub use auth::*;
 pub use flow::*;
 pub use gateway::*;
+pub use tls::*;
 pub use traffic::*;
 
 use schemars::JsonSchema;
