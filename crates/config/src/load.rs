@@ -287,7 +287,7 @@ impl Loader<'_> {
     fn add(&mut self, doc: Document, origin: Arc<Origin>) {
         match doc {
             Document::Api(api) => self.set.apis.push(Located {
-                value: api,
+                value: *api,
                 origin,
                 key: "api".into(),
             }),

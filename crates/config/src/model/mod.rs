@@ -27,7 +27,7 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase")]
 pub enum Document {
     /// An API: where it listens, which requests it takes, its policy flow and its target.
-    Api(ApiConfig),
+    Api(Box<ApiConfig>),
     /// Policies run before every API's own flow.
     Global(Vec<PolicyConfig>),
     /// Further files or folders to load, relative to this file.
