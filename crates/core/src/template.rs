@@ -3,7 +3,8 @@
 //!
 //! Placeholders: `${path.NAME}` (a path parameter of the API's template), `${header.NAME}`,
 //! `${query.NAME}`, `${method}`, `${client.ip}`, `${consumer.name}` (set by an auth policy),
-//! `${jwt.CLAIM}` (a claim of the verified JWT), `${env.NAME}` (read once, at load time).
+//! `${jwt.CLAIM}` (a claim of the verified JWT), `${client.certSubject}` (the verified client
+//! certificate's subject, with mutual TLS), `${env.NAME}` (read once, at load time).
 
 use std::borrow::Cow;
 
@@ -28,6 +29,7 @@ enum Part {
     ClientIp,
     ConsumerName,
     JwtClaim(String),
+    ClientCertSubject,
 }
 
 /// A compiled template.
@@ -96,6 +98,9 @@ impl Template {
                 .map(Part::Header)
                 .map_err(|_| format!("`${{{name}}}`: `{h}` is not a valid header name"));
         }
+        if name == "client.certSubject" {
+            return Ok(Part::ClientCertSubject);
+        }
         if name == "consumer.name" {
             return Ok(Part::ConsumerName);
         }
@@ -117,7 +122,7 @@ impl Template {
             return Ok(Part::Query(q.to_owned()));
         }
         Err(format!(
-            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
+            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
         ))
     }
 
@@ -152,6 +157,11 @@ impl Template {
                 }
                 Part::Method => out.push_str(ex.request.method.as_str()),
                 Part::ClientIp => out.push_str(&ex.client.ip().to_string()),
+                Part::ClientCertSubject => {
+                    if let Some(c) = ex.extensions.get::<crate::exchange::ClientCertificate>() {
+                        out.push_str(&c.subject);
+                    }
+                }
                 Part::ConsumerName => {
                     if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
                         out.push_str(c);

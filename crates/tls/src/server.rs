@@ -158,7 +158,9 @@ pub fn server_config(sites: &[SiteCert<'_>]) -> Result<Arc<ServerConfig>, (usize
             resolver.default = Some(key);
         }
     }
-    resolver.wildcard.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
+    resolver
+        .wildcard
+        .sort_by_key(|w| std::cmp::Reverse(w.0.len()));
     let versions = versions(&first.ssl.protocols).map_err(|m| (0, m))?;
     let builder = ServerConfig::builder_with_provider(Arc::new(provider.clone()))
         .with_protocol_versions(&versions)
