@@ -96,7 +96,7 @@ for s in "${_s[@]}"; do
 done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
-    case $c in short|proxy|routes|auth|matrix) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix)" ;; esac
+    case $c in short|proxy|routes|auth|matrix|tls|h2) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2)" ;; esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -126,6 +126,14 @@ if has_case matrix; then
     else
         log "case 'matrix' needs turnpike: skipped"
     fi
+fi
+if has_case tls; then
+    has_system turnpike && PLAN+=(tls/turnpike-plainhttp tls/turnpike-tls tls/turnpike-s4)
+    has_system nginx && PLAN+=(tls/nginx-tls)
+fi
+if has_case h2; then
+    has_system turnpike && PLAN+=(h2/turnpike-h2)
+    has_system nginx && PLAN+=(h2/nginx-h2)
 fi
 ((${#PLAN[@]})) || die "nothing to run for --systems $SYSTEMS --cases $CASES"
 
@@ -227,7 +235,7 @@ wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR] [HEADER
     [[ -n $hdr ]] && hargs=(-H "$hdr")
     while :; do
         alive "$pid" || fail_server "server for $url exited during startup" "$logf" "$dir"
-        code=$(curl -s "${hargs[@]}" -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
+        code=$(curl -sk "${hargs[@]}" -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
         if [[ $code == 200 ]]; then
             [[ -z $expect ]] && return 0
             cmp -s "$TMP/ready.body" "$expect" && return 0
@@ -259,11 +267,14 @@ declare -A PORT=(
     [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
     [auth/turnpike-plain]=2040 [auth/turnpike-s3]=2041
     [matrix/turnpike-plain-1]=2042 [matrix/turnpike-key-1]=2043 [matrix/turnpike-limit-1]=2044 [matrix/turnpike-both-1]=2045
+    [tls/turnpike-plainhttp]=$P_TP_PROXY [tls/turnpike-tls]=2003 [tls/turnpike-s4]=2004 [tls/nginx-tls]=2022
+    [h2/turnpike-h2]=2003 [h2/nginx-h2]=2022
     [matrix/turnpike-plain-100]=2046 [matrix/turnpike-key-100]=2047 [matrix/turnpike-limit-100]=2048 [matrix/turnpike-both-100]=2049
 )
 # Request header a run sends (credentials of the policy cases), for the readiness check and wrk.
 declare -A HDR=(
     [auth/turnpike-s3]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
+    [tls/turnpike-s4]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
     [matrix/turnpike-key-1]="X-Api-Key: key-042" [matrix/turnpike-both-1]="X-Api-Key: key-042"
     [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
 )
@@ -287,6 +298,24 @@ if has_case routes && has_system turnpike; then
 fi
 if (has_case auth || has_case matrix) && has_system turnpike; then
     "$PY" "$BENCH_DIR/gen_policy_configs.py" "$TMP/policy"
+fi
+NEED_TLS=0
+if has_case tls || has_case h2; then
+    NEED_TLS=1
+    command -v openssl >/dev/null || die "the tls/h2 cases need openssl"
+    if has_case h2; then command -v h2load >/dev/null || die "the h2 case needs h2load (apt-get install nghttp2-client)"; fi
+    PKI=$TMP/pki
+    mkdir -p "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Turnpike bench CA" \
+        -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$PKI/server.key" -out "$PKI/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$PKI/ext.cnf"
+    openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
+        -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
+    BODY=$(sed -n "s/^ *return 200 '\(.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
+    for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-s4.yaml; do
+        sed -e "s|@PKI@|$PKI|g" "$CONFIGS/$f.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' >"$TMP/$f"
+    done
 fi
 
 # Versions and machine, for the report header.
@@ -324,12 +353,21 @@ curl -sf -o "$TMP/backend-body.json" "http://127.0.0.1:$P_BACKEND/bench/any/path
 [[ $(stat -c %s "$TMP/backend-body.json") -ge 1000 ]] || die "backend body is unexpectedly small"
 [[ -n $(backend_accepts) ]] || die "cannot read the backend's stub_status on port $P_STATUS"
 log "backend up on 127.0.0.1:$P_BACKEND (pid $BACKEND_PID), body $(stat -c %s "$TMP/backend-body.json") bytes"
+TLS_BACKEND_PID=
+if ((NEED_TLS)); then
+    mkdir -p "$TMP/tls-backend"
+    start_server "$TMP/tls-backend/server.log" taskset -c "$LOAD_CPU" \
+        nginx -p "$TMP/tls-backend/" -c "$TMP/nginx-tls-backend.conf" -e "$TMP/tls-backend/error.log"
+    TLS_BACKEND_PID=$SERVER_PID
+    for _ in $(seq 50); do curl -sf --cacert "$PKI/ca.pem" --resolve localhost:2012:127.0.0.1 -o /dev/null https://localhost:2012/ && break; sleep 0.1; done
+    log "TLS backend up on 127.0.0.1:2012 (pid $TLS_BACKEND_PID)"
+fi
 
 run_one() {  # run_one ROUND CASE/SYSTEM
     local round=$1 pair=$2
     local case=${pair%%/*} sys=${pair#*/}
     local dir="$TMP/r$round-$case-$sys"
-    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
+    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json" scheme=http
     local cmd pid url a0 a1
     mkdir -p "$dir"
     case $pair in
@@ -342,9 +380,13 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         routes/turnpike-10k) path=/bench/; cmd=("$TURNPIKE" run -c "$TMP/turnpike-10k.yaml") ;;
         auth/*) cmd=("$TURNPIKE" run -c "$TMP/policy/auth-${sys#turnpike-}.yaml") ;;
         matrix/*) path=/api000/; cmd=("$TURNPIKE" run -c "$TMP/policy/matrix-${sys#turnpike-}.yaml") ;;
+        tls/turnpike-plainhttp) cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        tls/turnpike-tls|h2/turnpike-h2) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-tls.yaml") ;;
+        tls/turnpike-s4) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-s4.yaml") ;;
+        tls/nginx-tls|h2/nginx-h2) scheme=https; cmd=(nginx -p "$dir/" -c "$TMP/nginx-tls-proxy.conf" -e "$dir/error.log") ;;
         *) die "internal: unknown run $pair" ;;
     esac
-    url="http://127.0.0.1:$port$path"
+    url="$scheme://127.0.0.1:$port$path"
     log "round $round/$ROUNDS: $case / $sys  ($url)"
     ensure_ports_free "$port"
     start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
@@ -355,8 +397,13 @@ run_one() {  # run_one ROUND CASE/SYSTEM
 
     a0=$(backend_accepts)
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
-        || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+    if [[ $case == h2 ]]; then
+        taskset -c "$LOAD_CPU" h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+            || { cat "$dir/wrk.txt" >&2; die "h2load failed against $url"; }
+    else
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+            || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+    fi
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)
@@ -380,6 +427,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 stop_pid "$BACKEND_PID" 10
+[[ -n $TLS_BACKEND_PID ]] && stop_pid "$TLS_BACKEND_PID" 10
 
 mkdir -p "$RESULTS"
 OUT=$RESULTS/$STAMP.md
