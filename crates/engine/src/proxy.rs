@@ -201,6 +201,35 @@ pub async fn serve(
         },
     };
 
+    // A streamed (chunked) body on GET or HEAD would not be sent on by the HTTP/1.1 client
+    // (those methods get no implicit body framing), so such a body is read in full first: it is
+    // forwarded with a Content-Length, and malformed chunked framing is refused here instead of
+    // being silently dropped.
+    let body = if matches!(parts.method, http::Method::GET | http::Method::HEAD)
+        && parts.headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        match buffer(body, limit).await {
+            Ok(bytes) => {
+                parts.headers.remove(header::TRANSFER_ENCODING);
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                Body::Full(Some(bytes))
+            }
+            Err(problem) => {
+                return log.finish(
+                    format.render(problem),
+                    Some(&api),
+                    None,
+                    Some("request body"),
+                    None,
+                    version,
+                );
+            }
+        }
+    } else {
+        body
+    };
     let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
     if let Some(subject) = &ctx.conn.client_cert {
         ex.extensions.insert(ClientCertificate {

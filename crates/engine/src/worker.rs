@@ -317,6 +317,8 @@ where
             .header_read_timeout(header_timeout)
             .max_buf_size(max_buf)
             .max_headers(max_headers)
+            // A client that half-closes after sending its request still gets the answer.
+            .half_close(true)
             .keep_alive(true);
         let conn = builder.serve_connection(io, service).with_upgrades();
         tokio::pin!(conn);

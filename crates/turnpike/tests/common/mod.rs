@@ -40,6 +40,14 @@ pub struct Backend {
 
 impl Backend {
     pub async fn start() -> Backend {
+        Self::start_with(false).await
+    }
+
+    pub async fn start_half_close() -> Backend {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(half_close: bool) -> Backend {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -53,6 +61,7 @@ impl Backend {
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| handle(req, seen.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .half_close(half_close)
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
                 });
@@ -86,11 +95,15 @@ async fn handle(
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<Response<BoxBody>, Infallible> {
     let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    // Only complete messages count as received: a body that breaks off is not recorded.
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let mut r = Response::new(Full::new(Bytes::new()).boxed());
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return Ok(r);
+        }
+    };
     let uri = parts.uri.to_string();
     seen.lock().unwrap().push(Seen {
         version: parts.version,
