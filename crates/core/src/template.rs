@@ -247,3 +247,24 @@ mod tests {
             .contains("unclosed"));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::exchange::tests::exchange;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics(s in "\\PC{0,80}") {
+            let _ = Template::parse(&s, &TemplateScope { path_params: vec!["id".into()] });
+        }
+
+        #[test]
+        fn text_without_placeholders_renders_as_itself(s in "[^$]{0,80}") {
+            let t = Template::parse(&s, &TemplateScope::default()).unwrap();
+            let ex = exchange("GET", "/", &[]);
+            prop_assert_eq!(t.render(&ex), s);
+        }
+    }
+}
