@@ -5,6 +5,7 @@
 pub mod body;
 pub mod chain;
 pub mod exchange;
+pub mod json;
 pub mod policy;
 pub mod problem;
 pub mod router;

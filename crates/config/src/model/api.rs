@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::PolicyConfig;
+use super::{OpenApiSource, PolicyConfig};
 use crate::units::Flag;
 
 /// An API (`api:` document).
@@ -38,6 +38,10 @@ pub struct ApiConfig {
     /// Where requests are forwarded.
     #[serde(default)]
     pub target: Option<TargetConfig>,
+    /// Deploy this API from OpenAPI documents: paths, methods and base path come from each spec
+    /// (one route per spec); without `target`, the spec's first `servers` URL is the target.
+    #[serde(default)]
+    pub openapi: Vec<OpenApiSource>,
 }
 
 /// The path an API matches.

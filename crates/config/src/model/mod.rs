@@ -2,16 +2,21 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies). New policies add their settings in a file of their own
+//! `flow.rs` (the basic flow policies), `openapi.rs` (`api.openapi`), `json.rs` (`jsonProtection`,
+//! expression languages). New policies add their settings in a file of their own
 //! and one variant to [`PolicyConfig`].
 
 mod api;
 mod flow;
 mod gateway;
+mod json;
+mod openapi;
 
 pub use api::*;
 pub use flow::*;
 pub use gateway::*;
+pub use json::*;
+pub use openapi::*;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -46,6 +51,8 @@ pub enum PolicyConfig {
     SetHeader(SetHeaderPolicy),
     /// Remove a header (request or response, depending on where the policy stands).
     RemoveHeader(RemoveHeaderPolicy),
+    /// Reject JSON request bodies that are invalid or exceed size, depth and count limits.
+    JsonProtection(JsonProtectionPolicy),
 }
 
 impl PolicyConfig {
@@ -58,6 +65,7 @@ impl PolicyConfig {
             PolicyConfig::Response(_) => "response",
             PolicyConfig::SetHeader(_) => "setHeader",
             PolicyConfig::RemoveHeader(_) => "removeHeader",
+            PolicyConfig::JsonProtection(_) => "jsonProtection",
         }
     }
 }
