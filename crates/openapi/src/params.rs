@@ -171,12 +171,14 @@ impl Param {
             Some("query") => Location::Query,
             Some("header") => Location::Header,
             Some("cookie") => Location::Cookie,
-            other => return Err(ctx.err(
-                &ptr,
-                format!(
+            other => {
+                return Err(ctx.err(
+                    &ptr,
+                    format!(
                     "parameter `{name}`: `in` must be path, query, header or cookie, not {other:?}"
                 ),
-            )),
+                ))
+            }
         };
         if location == Location::Header
             && ["accept", "content-type", "authorization"]

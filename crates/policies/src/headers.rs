@@ -162,6 +162,7 @@ mod tests {
                 name: name.into(),
                 value: value.into(),
                 if_absent: Flag(if_absent),
+                language: None,
             },
             &FlowContext { scope: &scope },
         )
@@ -217,6 +218,7 @@ mod tests {
                     name: n.into(),
                     value: v.into(),
                     if_absent: Flag(false),
+                    language: None,
                 },
                 &ctx,
             )

@@ -3,6 +3,7 @@
 //! chain steps, rejecting every setting the policy does not implement.
 
 mod headers;
+mod json_protection;
 mod respond;
 mod static_body;
 
@@ -11,6 +12,9 @@ use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
 
 pub use headers::{RemoveHeader, SetHeader};
+pub use json_protection::{
+    JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,
+};
 pub use respond::Return;
 pub use static_body::Static;
 
@@ -85,6 +89,7 @@ pub fn compile_flow<T>(
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {
