@@ -6,6 +6,7 @@ pub mod body;
 pub mod chain;
 pub mod exchange;
 pub mod json;
+pub mod jsonpath;
 pub mod policy;
 pub mod problem;
 pub mod router;

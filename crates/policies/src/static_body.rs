@@ -41,6 +41,7 @@ impl Policy for Static {
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         ex.request_body = Body::full(self.src.render(ex).into_owned());
+        turnpike_core::json::forget_request_json(ex);
         self.set_type(&mut ex.request.headers);
         Outcome::Continue
     }
@@ -51,6 +52,7 @@ impl Policy for Static {
             *res.body_mut() = Body::full(body);
             self.set_type(res.headers_mut());
         }
+        turnpike_core::json::forget_response_json(ex);
         Outcome::Continue
     }
 }
