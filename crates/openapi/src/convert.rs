@@ -57,6 +57,7 @@ const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items
 /// Converts every schema of `doc` (found from the `schema` members of parameters, media types and
 /// headers, from `components.schemas`, and from the references between them) in place.
 pub fn convert_doc(doc: &mut Value, version: Version, dir: Direction) {
+    let orig = doc.clone();
     let mut work: Vec<String> = Vec::new();
     find_schema_sites(doc, &mut String::new(), &mut work);
     let mut seen: HashSet<String> = HashSet::new();
@@ -65,7 +66,7 @@ pub fn convert_doc(doc: &mut Value, version: Version, dir: Direction) {
             continue;
         }
         if let Some(s) = doc.pointer_mut(&ptr) {
-            convert_schema(s, version, dir, &mut work);
+            convert_schema(s, version, dir, &orig, &mut work);
         }
     }
 }
@@ -111,7 +112,13 @@ pub fn escape(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
-fn convert_schema(v: &mut Value, version: Version, dir: Direction, refs: &mut Vec<String>) {
+fn convert_schema(
+    v: &mut Value,
+    version: Version,
+    dir: Direction,
+    orig: &Value,
+    refs: &mut Vec<String>,
+) {
     let Value::Object(m) = v else { return };
     if let Some(Value::String(r)) = m.get("$ref") {
         if let Some(p) = r.strip_prefix('#') {
@@ -121,25 +128,25 @@ fn convert_schema(v: &mut Value, version: Version, dir: Direction, refs: &mut Ve
     for k in SCHEMA_MAPS {
         if let Some(Value::Object(props)) = m.get_mut(*k) {
             for (_, s) in props.iter_mut() {
-                convert_schema(s, version, dir, refs);
+                convert_schema(s, version, dir, orig, refs);
             }
         }
     }
     for k in SCHEMA_ONE {
         if let Some(s) = m.get_mut(*k) {
             if s.is_object() {
-                convert_schema(s, version, dir, refs);
+                convert_schema(s, version, dir, orig, refs);
             }
         }
     }
     for k in SCHEMA_LISTS {
         if let Some(Value::Array(a)) = m.get_mut(*k) {
             for s in a {
-                convert_schema(s, version, dir, refs);
+                convert_schema(s, version, dir, orig, refs);
             }
         }
     }
-    apply_direction(m, dir);
+    apply_direction(m, dir, orig);
     if version == Version::V30 {
         convert_30(v);
     }
@@ -147,7 +154,7 @@ fn convert_schema(v: &mut Value, version: Version, dir: Direction, refs: &mut Ve
 
 /// Replaces `readOnly` (request) or `writeOnly` (response) properties by a schema that forbids
 /// them, and drops them from `required`.
-fn apply_direction(m: &mut Map<String, Value>, dir: Direction) {
+fn apply_direction(m: &mut Map<String, Value>, dir: Direction, orig: &Value) {
     let flag = match dir {
         Direction::Request => "readOnly",
         Direction::Response => "writeOnly",
@@ -155,7 +162,7 @@ fn apply_direction(m: &mut Map<String, Value>, dir: Direction) {
     let mut forbidden = Vec::new();
     if let Some(Value::Object(props)) = m.get_mut("properties") {
         for (name, s) in props.iter_mut() {
-            if s.get(flag) == Some(&Value::Bool(true)) {
+            if has_flag(s, flag, orig) {
                 forbidden.push(name.clone());
                 let mut f = Map::new();
                 f.insert("not".into(), Value::Object(Map::new()));
@@ -169,6 +176,26 @@ fn apply_direction(m: &mut Map<String, Value>, dir: Direction) {
             req.retain(|r| !r.as_str().is_some_and(|r| forbidden.iter().any(|f| f == r)));
         }
     }
+}
+
+/// True when the schema, or the schema its `$ref` chain leads to, says `flag: true`.
+fn has_flag(s: &Value, flag: &str, orig: &Value) -> bool {
+    let mut s = s;
+    for _ in 0..32 {
+        if s.get(flag) == Some(&Value::Bool(true)) {
+            return true;
+        }
+        match s
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|p| orig.pointer(p))
+        {
+            Some(next) => s = next,
+            None => return false,
+        }
+    }
+    false
 }
 
 fn convert_30(v: &mut Value) {
@@ -234,14 +261,17 @@ mod tests {
                 "n": {"type": "number", "minimum": 0, "exclusiveMinimum": true, "nullable": true},
                 "e": {"type": "string", "enum": ["x"], "nullable": true},
                 "r": {"$ref": "#/components/schemas/B", "nullable": true},
+                "ro": {"$ref": "#/components/schemas/C"},
                 "m": {"type": "number", "maximum": 5, "exclusiveMaximum": false}
             }},
-            "B": {"type": "string", "writeOnly": true}
+            "B": {"type": "string", "writeOnly": true},
+            "C": {"type": "integer", "readOnly": true}
         }}});
         convert_doc(&mut doc, Version::V30, Direction::Request);
         let a = &doc["components"]["schemas"]["A"];
         assert_eq!(a["required"], json!(["n"]));
         assert_eq!(a["properties"]["id"][FORBIDDEN], "readOnly");
+        assert_eq!(a["properties"]["ro"][FORBIDDEN], "readOnly", "through $ref");
         assert_eq!(
             a["properties"]["n"],
             json!({"type": ["number", "null"], "exclusiveMinimum": 0})
