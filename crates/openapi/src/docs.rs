@@ -123,14 +123,11 @@ impl Policy for ApiDocs {
             .or_else(|| find(rest))
         {
             Some(Self::reply("application/json", e.json.clone()))
-        } else if let Some(e) = rest
-            .strip_suffix(".yaml")
-            .or_else(|| rest.strip_suffix(".yml"))
-            .and_then(find)
-        {
-            Some(Self::reply("application/yaml", e.yaml.clone()))
         } else {
-            None
+            rest.strip_suffix(".yaml")
+                .or_else(|| rest.strip_suffix(".yml"))
+                .and_then(find)
+                .map(|e| Self::reply("application/yaml", e.yaml.clone()))
         };
         match res {
             Some(r) => Outcome::Respond(r),

@@ -137,13 +137,14 @@ pub struct Param {
     pub schema: Option<Schema>,
     /// For path parameters: the index in the route's template.
     pub path_index: usize,
+    /// Its location in violations (`query.limit`), built once.
+    pub label: String,
 }
 
 impl Param {
     /// An undeclared path parameter: a required string.
     pub(crate) fn plain_path(name: String, index: usize) -> Param {
         Param {
-            name,
             location: Location::Path,
             required: true,
             style: Style::Simple,
@@ -151,6 +152,8 @@ impl Param {
             shape: Shape::Prim(Prim::String),
             schema: None,
             path_index: index,
+            label: format!("path.{name}"),
+            name,
         }
     }
 
@@ -249,12 +252,14 @@ impl Param {
         } else {
             (Shape::Prim(Prim::String), None)
         };
+        let name = if location == Location::Header {
+            name.to_ascii_lowercase()
+        } else {
+            name.to_owned()
+        };
         Ok(Some(Param {
-            name: if location == Location::Header {
-                name.to_ascii_lowercase()
-            } else {
-                name.to_owned()
-            },
+            label: format!("{}.{name}", location.as_str()),
+            name,
             location,
             required: location == Location::Path
                 || p.get("required").and_then(Value::as_bool).unwrap_or(false),
@@ -289,7 +294,7 @@ impl Param {
                 let prefix = format!(";{}=", self.name);
                 if self.explode && matches!(self.shape, Shape::Array(_)) {
                     let items: Vec<&str> = text.split(&prefix).filter(|s| !s.is_empty()).collect();
-                    return Ok(self.build_list(items.into_iter().map(|s| decode(s)).collect()));
+                    return Ok(self.build_list(items.into_iter().map(&decode).collect()));
                 }
                 text = text
                     .strip_prefix(&prefix)
@@ -453,6 +458,7 @@ mod tests {
             shape,
             schema: None,
             path_index: 0,
+            label: String::new(),
         }
     }
 

@@ -114,18 +114,7 @@ impl Policy for OpenApiValidator {
                     .with_header(header::ALLOW, item.allow.clone()),
                 )
             }
-            Found::Op(item, op, params) => {
-                let path_i = self
-                    .spec
-                    .paths
-                    .iter()
-                    .position(|p| std::ptr::eq(p, item))
-                    .unwrap_or(0);
-                let op_i = item
-                    .ops
-                    .iter()
-                    .position(|o| std::ptr::eq(o, op))
-                    .unwrap_or(0);
+            Found::Op(item, op, params, (path_i, op_i)) => {
                 if self.responses {
                     ex.extensions.insert(MatchedOp {
                         path: path_i,

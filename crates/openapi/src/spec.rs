@@ -116,8 +116,9 @@ pub struct Spec {
 /// What [`Spec::find`] found.
 #[derive(Debug)]
 pub enum Found<'a> {
-    /// The operation, its path and the ranges of the path parameters.
-    Op(&'a PathItem, &'a Operation, PathParams),
+    /// The operation, its path, the ranges of the path parameters, and the indexes of the path
+    /// and the operation.
+    Op(&'a PathItem, &'a Operation, PathParams, (usize, usize)),
     /// No path of the spec matches.
     NoPath,
     /// The path exists but not with this method.
@@ -362,8 +363,8 @@ impl Spec {
             return Found::NoPath;
         };
         let item = &self.paths[*m.value];
-        match item.ops.iter().find(|o| o.method == method) {
-            Some(op) => Found::Op(item, op, m.params),
+        match item.ops.iter().position(|o| o.method == method) {
+            Some(i) => Found::Op(item, &item.ops[i], m.params, (*m.value, i)),
             None => Found::NoMethod(item),
         }
     }

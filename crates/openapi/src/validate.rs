@@ -88,7 +88,7 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
         Vec::new()
     };
     for p in &op.params {
-        let loc = format!("{}.{}", p.location.as_str(), p.name);
+        let loc = p.label.as_str();
         let value = match p.location {
             Location::Path => Some(p.read_single(ex.param(p.path_index))),
             Location::Query => p.read_query(&query),
@@ -111,7 +111,7 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                 .find_map(|h| params::cookie(h, &p.name))
                 .map(|v| p.read_single(v)),
         };
-        check_param(p, value, &loc, out);
+        check_param(p, value, loc, out);
     }
     if let Some(body) = &op.body {
         let has_body = match ex.request_bytes() {
