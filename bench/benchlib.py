@@ -192,6 +192,10 @@ CASES = [
     ("proxy", "Case 2: reverse proxy to the backend (1 KB JSON)", "nginx", "nginx"),
     ("routes", "Case 3: turnpike proxy, 10,000 APIs vs 1 API (`GET /bench/`)",
      "turnpike-1api", "1 API"),
+    ("openapi", "Case 4 (Membrane's scenario 5): OpenAPI request validation, Fruitshop `POST /shop/v2/products` (Mangos)",
+     "turnpike-proxy", "plain proxy"),
+    ("jsonprot", "Case 5: jsonProtection (Membrane's defaults), `POST` Mangos",
+     "turnpike-proxy", "plain proxy"),
 ]
 LABELS = {
     "turnpike": "turnpike",
@@ -199,6 +203,9 @@ LABELS = {
     "haproxy": "HAProxy",
     "turnpike-1api": "turnpike, 1 API",
     "turnpike-10k": "turnpike, 10,000 APIs",
+    "turnpike-proxy": "turnpike, plain proxy",
+    "turnpike-openapi": "turnpike, validateRequests",
+    "turnpike-jsonprot": "turnpike, jsonProtection",
 }
 
 

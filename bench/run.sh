@@ -17,7 +17,7 @@ DURATION=10
 CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
-CASES=short,proxy,routes         # hidden option --cases
+CASES=short,proxy,routes,openapi,jsonprot   # hidden option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -28,6 +28,8 @@ LOAD_CPU=0   # wrk and the nginx backend
 P_TP_SHORT=2000      # turnpike-return.yaml
 P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
+P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
+P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
 P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
 P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
 P_NGINX_SHORT=2020   # nginx-return.conf
@@ -96,7 +98,7 @@ for s in "${_s[@]}"; do
 done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
-    case $c in short|proxy|routes) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes)" ;; esac
+    case $c in short|proxy|routes|openapi|jsonprot) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,openapi,jsonprot)" ;; esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -117,6 +119,17 @@ if has_case routes; then
         log "case 'routes' (10,000 APIs vs 1 API) needs turnpike: skipped"
     fi
 fi
+# Cases 4 and 5 POST the Mangos body; each is compared with turnpike's plain proxy in the
+# same round (same body, same backend).
+for c in openapi jsonprot; do
+    if has_case $c; then
+        if has_system turnpike; then
+            PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
+        else
+            log "case '$c' needs turnpike: skipped"
+        fi
+    fi
+done
 ((${#PLAN[@]})) || die "nothing to run for --systems $SYSTEMS --cases $CASES"
 
 # ---- prerequisites -------------------------------------------------------------
@@ -245,6 +258,8 @@ declare -A PORT=(
     [short/turnpike]=$P_TP_SHORT [short/nginx]=$P_NGINX_SHORT
     [proxy/turnpike]=$P_TP_PROXY [proxy/nginx]=$P_NGINX_PROXY [proxy/haproxy]=$P_HAPROXY
     [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
+    [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
+    [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -306,7 +321,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     local case=${pair%%/*} sys=${pair#*/}
     local dir="$TMP/r$round-$case-$sys"
     local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
-    local cmd pid url a0 a1
+    local cmd pid url a0 a1 script=()
     mkdir -p "$dir"
     case $pair in
         short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
@@ -316,6 +331,15 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         proxy/haproxy) cmd=(haproxy -db -f "$CONFIGS/haproxy-proxy.cfg") ;;
         routes/turnpike-1api) path=/bench/; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-1api.yaml") ;;
         routes/turnpike-10k) path=/bench/; cmd=("$TURNPIKE" run -c "$TMP/turnpike-10k.yaml") ;;
+        openapi/turnpike-proxy|jsonprot/turnpike-proxy)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        openapi/turnpike-openapi)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-openapi.yaml") ;;
+        jsonprot/turnpike-jsonprot)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-jsonprotection.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
     url="http://127.0.0.1:$port$path"
@@ -327,7 +351,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
 
     a0=$(backend_accepts)
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$dir/wrk.txt" 2>&1 \
+    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
         || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
