@@ -120,6 +120,7 @@ fn convert_schema(
     refs: &mut Vec<String>,
 ) {
     let Value::Object(m) = v else { return };
+    apply_discriminator(m);
     if let Some(Value::String(r)) = m.get("$ref") {
         if let Some(p) = r.strip_prefix('#') {
             refs.push(p.to_owned());
@@ -149,6 +150,76 @@ fn convert_schema(
     apply_direction(m, dir, orig);
     if version == Version::V30 {
         convert_30(v);
+    }
+}
+
+/// `oneOf`/`anyOf` of `$ref`s with a `discriminator`: the discriminating property selects the
+/// one schema to validate against (explicit `mapping`, else the schema's name), instead of
+/// trying every alternative. Becomes `allOf` of "the property is present and one of the known
+/// values" and one `if: {property: value} then: {$ref}` per value.
+fn apply_discriminator(m: &mut Map<String, Value>) {
+    let Some(prop) = m
+        .get("discriminator")
+        .and_then(|d| d.get("propertyName"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let Some(key) = ["oneOf", "anyOf"]
+        .into_iter()
+        .find(|k| m.get(*k).is_some_and(Value::is_array))
+    else {
+        return;
+    };
+    let refs: Option<Vec<String>> = m
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|s| s.get("$ref").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .and_then(|v: Vec<Option<String>>| v.into_iter().collect());
+    let Some(refs) = refs else { return };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(Value::Object(mapping)) = m.get("discriminator").and_then(|d| d.get("mapping")) {
+        for (value, target) in mapping {
+            let Some(t) = target.as_str() else { continue };
+            let r = if t.contains('#') || t.contains('/') {
+                t.to_owned()
+            } else {
+                format!("#/components/schemas/{t}")
+            };
+            pairs.push((value.clone(), r));
+        }
+    }
+    for r in &refs {
+        if !pairs.iter().any(|(_, t)| t == r) {
+            let name = r.rsplit('/').next().unwrap_or(r).to_owned();
+            pairs.push((name, r.clone()));
+        }
+    }
+    m.remove(key);
+    let values: Vec<Value> = pairs
+        .iter()
+        .map(|(v, _)| Value::String(v.clone()))
+        .collect();
+    let mut all = vec![serde_json::json!({
+        "required": [prop],
+        "properties": { prop.clone(): { "enum": values } }
+    })];
+    for (value, r) in pairs {
+        all.push(serde_json::json!({
+            "if": { "properties": { prop.clone(): { "const": value } }, "required": [prop] },
+            "then": { "$ref": r }
+        }));
+    }
+    match m.get_mut("allOf") {
+        Some(Value::Array(a)) => a.extend(all),
+        _ => {
+            m.insert("allOf".into(), Value::Array(all));
+        }
     }
 }
 
@@ -282,6 +353,25 @@ mod tests {
             a["properties"]["m"],
             json!({"type": "number", "maximum": 5})
         );
+    }
+
+    #[test]
+    fn discriminator_selects_one_schema() {
+        let mut doc = json!({"components": {"schemas": {
+            "Pet": {"oneOf": [{"$ref": "#/components/schemas/Cat"}, {"$ref": "#/components/schemas/Dog"}],
+                    "discriminator": {"propertyName": "petType", "mapping": {"dog": "Dog"}}},
+            "Cat": {"type": "object"},
+            "Dog": {"type": "object"}
+        }}});
+        convert_doc(&mut doc, Version::V30, Direction::Request);
+        let p = &doc["components"]["schemas"]["Pet"];
+        assert!(p.get("oneOf").is_none());
+        assert_eq!(
+            p["allOf"][0]["properties"]["petType"]["enum"],
+            json!(["dog", "Cat"])
+        );
+        assert_eq!(p["allOf"][1]["then"]["$ref"], "#/components/schemas/Dog");
+        assert_eq!(p["allOf"][2]["if"]["properties"]["petType"]["const"], "Cat");
     }
 
     #[test]

@@ -370,3 +370,52 @@ fn openapi_31_and_invalid_specs() {
     std::fs::write(&f, "swagger: '2.0'\n").unwrap();
     assert!(load_spec(&Source::File(f)).is_err());
 }
+
+#[test]
+fn discriminator_dispatches_overlapping_alternatives() {
+    let spec = spec_from(
+        r##"
+openapi: 3.0.3
+info: { title: Pets, version: "1" }
+paths:
+  /pets:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema:
+              oneOf: [ { $ref: "#/components/schemas/Cat" }, { $ref: "#/components/schemas/Dog" } ]
+              discriminator: { propertyName: petType }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Pet:
+      type: object
+      required: [petType, name]
+      properties: { petType: { type: string }, name: { type: string } }
+    Cat:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { huntingSkill: { type: string, enum: [lazy, aggressive] } }
+    Dog:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { packSize: { type: integer, minimum: 0 } }
+"##,
+    );
+    let v = OpenApiValidator::new(spec, true, false);
+    let post = |b: &str| check(&v, &mut ex("POST", "/pets", &[JSON], b));
+    // Without the discriminator this Cat would also be a valid Dog, and `oneOf` would fail.
+    assert_eq!(
+        post(r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#),
+        None
+    );
+    assert_eq!(post(r#"{"petType":"Dog","name":"Rex","packSize":3}"#), None);
+    let (_, e) = post(r#"{"petType":"Cat","name":"Tom","huntingSkill":"sleepy"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/huntingSkill");
+    let (_, e) = post(r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body/petType", "{e:?}");
+}
