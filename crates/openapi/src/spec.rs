@@ -491,11 +491,18 @@ fn parse_status(code: &str) -> Option<StatusPattern> {
 
 /// The `type/subtype` of a media type, in lower case, without parameters.
 pub fn essence(ct: &str) -> String {
-    ct.split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+    essence_cow(ct).into_owned()
+}
+
+/// [`essence`] without allocating when the media type is already in lower case (the usual case,
+/// on the request path).
+pub fn essence_cow(ct: &str) -> std::borrow::Cow<'_, str> {
+    let e = ct.split(';').next().unwrap_or("").trim();
+    if e.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(e.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(e)
+    }
 }
 
 /// Splits a `servers` URL into the absolute URL (if any) and the base path.

@@ -8,7 +8,7 @@ use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
 use crate::params::{self, Location, Param};
-use crate::spec::{essence, Media, Operation, Schema, StatusPattern};
+use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
 
 /// One violation of the spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +128,7 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                 .headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
-                .map(essence);
+                .map(essence_cow);
             match ct.as_deref().and_then(|ct| match_media(&body.media, ct)) {
                 None => {
                     report.unsupported_media_type = true;
@@ -256,7 +256,7 @@ pub fn validate_response(op: &Operation, ex: &mut Exchange) -> Vec<Violation> {
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(essence);
+        .map(essence_cow);
     let Some(media) = ct.as_deref().and_then(|ct| match_media(&decl.media, ct)) else {
         let accepted: Vec<&str> = decl.media.iter().map(|m| m.range.as_str()).collect();
         out.push(Violation::new(
