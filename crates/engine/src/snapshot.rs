@@ -92,6 +92,8 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
+    /// The local OpenAPI files read (for `--watch`).
+    pub spec_files: Vec<std::path::PathBuf>,
 }
 
 /// The address an API listens on, as configured.
@@ -190,9 +192,17 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             )),
         }
     }
+    let mut spec_files: Vec<std::path::PathBuf> = specs_by_addr
+        .values()
+        .flatten()
+        .flat_map(|s| s.files.iter().cloned())
+        .collect();
+    spec_files.sort();
+    spec_files.dedup();
     errors.into_result(Snapshot {
         listeners,
         settings,
+        spec_files,
     })
 }
 

@@ -72,6 +72,17 @@ pub struct LoadedSpec {
 }
 
 impl LoadedSpec {
+    /// The local files read (the root and every file it references).
+    pub fn local_files(&self) -> Vec<PathBuf> {
+        self.files
+            .iter()
+            .filter_map(|(s, _)| match s {
+                Source::File(p) => Some(p.clone()),
+                Source::Url(_) => None,
+            })
+            .collect()
+    }
+
     /// Describes the place of a JSON pointer of the bundled document as `file:line:column: key`.
     pub fn locate(&self, pointer: &str) -> String {
         let mut segs: Vec<String> = pointer

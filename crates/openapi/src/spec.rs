@@ -110,6 +110,8 @@ pub struct Spec {
     pub text: String,
     /// The paths.
     pub paths: Vec<PathItem>,
+    /// The local files the spec was read from (root first).
+    pub files: Vec<std::path::PathBuf>,
     router: Router<usize>,
 }
 
@@ -344,7 +346,9 @@ impl Spec {
             ctx.err(&format!("/paths/{}", convert::escape(t)), m)
         })?;
         drop(ctx);
+        let files = loaded.local_files();
         Ok(Spec {
+            files,
             title,
             version: spec_version,
             id,
