@@ -111,4 +111,49 @@ mod tests {
         assert!(JsonPathExpr::parse("$.a[").is_err());
         assert!(JsonPathExpr::parse("person").is_err());
     }
+
+    /// The examples of RFC 9535, section 1.5 (the crate itself runs the JSONPath compliance
+    /// test suite).
+    #[test]
+    fn rfc9535_examples() {
+        let doc: Value = serde_json::from_str(
+            r#"{ "store": {
+                "book": [
+                  { "category": "reference", "author": "Nigel Rees", "title": "Sayings of the Century", "price": 8.95 },
+                  { "category": "fiction", "author": "Evelyn Waugh", "title": "Sword of Honour", "price": 12.99 },
+                  { "category": "fiction", "author": "Herman Melville", "title": "Moby Dick", "isbn": "0-553-21311-3", "price": 8.99 },
+                  { "category": "fiction", "author": "J. R. R. Tolkien", "title": "The Lord of the Rings", "isbn": "0-395-19395-8", "price": 22.99 }
+                ],
+                "bicycle": { "color": "red", "price": 399 } } }"#,
+        )
+        .unwrap();
+        let n = |q: &str| JsonPathExpr::parse(q).unwrap().select(&doc).len();
+        let authors = |q: &str| -> Vec<String> {
+            JsonPathExpr::parse(q)
+                .unwrap()
+                .select(&doc)
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            authors("$.store.book[*].author"),
+            [
+                "Nigel Rees",
+                "Evelyn Waugh",
+                "Herman Melville",
+                "J. R. R. Tolkien"
+            ]
+        );
+        assert_eq!(n("$..author"), 4);
+        assert_eq!(n("$.store.*"), 2);
+        assert_eq!(n("$.store..price"), 5);
+        assert_eq!(authors("$..book[2].author"), ["Herman Melville"]);
+        assert_eq!(authors("$..book[-1].author"), ["J. R. R. Tolkien"]);
+        assert_eq!(n("$..book[0,1]"), 2);
+        assert_eq!(n("$..book[:2]"), 2);
+        assert_eq!(n("$..book[?@.isbn]"), 2);
+        assert_eq!(n("$..book[?@.price<10]"), 2);
+        assert_eq!(n("$..*"), 27);
+    }
 }
