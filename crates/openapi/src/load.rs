@@ -415,11 +415,10 @@ pub fn fetch_http(url: &str) -> Result<String, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(fail)?;
-    write!(
-        stream,
+    let request = format!(
         "GET {path} HTTP/1.0\r\nHost: {authority}\r\nAccept: application/yaml, application/json, */*\r\nUser-Agent: turnpike\r\n\r\n"
-    )
-    .map_err(fail)?;
+    );
+    stream.write_all(request.as_bytes()).map_err(fail)?;
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).map_err(fail)?;
     let text = String::from_utf8(buf).map_err(|_| format!("`{url}`: the answer is not UTF-8"))?;
@@ -478,5 +477,52 @@ mod tests {
         assert!(e.message.contains("nope.yaml"), "{e}");
         assert!(source_of("https://x/y.yaml", dir.path()).is_err());
         assert!(list_dir(dir.path()).unwrap().len() == 1);
+    }
+
+    #[test]
+    fn fetches_http_specs_and_their_references() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut paths = Vec::new();
+            for _ in 0..2 {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.ends_with(b"\r\n\r\n") {
+                    let n = s.read(&mut buf).unwrap();
+                    assert!(n > 0);
+                    req.extend_from_slice(&buf[..n]);
+                }
+                let req = String::from_utf8_lossy(&req).into_owned();
+                let path = req.split_whitespace().nth(1).unwrap().to_owned();
+                let body = if path == "/specs/main.yaml" {
+                    "openapi: 3.0.3\npaths: {}\ncomponents:\n  schemas:\n    A: {$ref: 'common.yaml#/B'}\n"
+                } else {
+                    "B: {type: string}\n"
+                };
+                write!(
+                    s,
+                    "HTTP/1.0 200 OK\r\nContent-Type: application/yaml\r\n\r\n{body}"
+                )
+                .unwrap();
+                paths.push(path);
+            }
+            paths
+        });
+        let spec = load(&Source::Url(format!(
+            "http://127.0.0.1:{port}/specs/main.yaml"
+        )))
+        .unwrap();
+        assert_eq!(
+            spec.doc["components"]["schemas"]["A"]["$ref"],
+            "#/x-turnpike-bundled/0/B"
+        );
+        assert_eq!(spec.doc[BUNDLED][0]["B"]["type"], "string");
+        assert_eq!(
+            server.join().unwrap(),
+            ["/specs/main.yaml", "/specs/common.yaml"]
+        );
+        assert!(fetch_http(&format!("http://127.0.0.1:{port}/gone")).is_err());
     }
 }
