@@ -17,20 +17,22 @@ use crate::CompileError;
 /// The limits checked (Membrane's defaults in [`Limits::default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Most tokens (`{`, `}`, `[`, `]`, keys and scalar values each count one).
+    /// Most tokens (`{`, `}`, `[`, `]` and scalar values each count one; keys do not).
     pub max_tokens: u64,
     /// Most bytes.
     pub max_size: u64,
     /// Deepest nesting.
     pub max_depth: u64,
-    /// Longest string value (bytes between the quotes, as written).
+    /// Longest string value, in characters (an escape sequence counts one).
     pub max_string_length: u64,
-    /// Longest key (bytes between the quotes, as written).
+    /// Longest key, in characters.
     pub max_key_length: u64,
     /// Most keys of one object.
     pub max_object_size: u64,
     /// Most elements of one array.
     pub max_array_size: u64,
+    /// Reject the key `__proto__`.
+    pub block_proto: bool,
 }
 
 impl Default for Limits {
@@ -43,6 +45,7 @@ impl Default for Limits {
             max_key_length: 256,
             max_object_size: 1_000,
             max_array_size: 1_000,
+            block_proto: true,
         }
     }
 }
@@ -58,6 +61,7 @@ impl Limits {
             max_key_length: u64::MAX,
             max_object_size: u64::MAX,
             max_array_size: u64::MAX,
+            block_proto: false,
         }
     }
 }
@@ -361,7 +365,6 @@ impl Scanner {
                             ));
                         }
                     }
-                    self.token()?;
                     self.key.clear();
                 } else {
                     self.value_start()?;
@@ -439,7 +442,13 @@ impl Scanner {
         else {
             return Ok(());
         };
-        let len = len + 1;
+        // Characters, not bytes: UTF-8 continuation bytes and the rest of an escape sequence
+        // do not count.
+        let len = if need > 0 || esc != Esc::None {
+            len
+        } else {
+            len + 1
+        };
         let max = if key {
             self.limits.max_key_length
         } else {
@@ -609,6 +618,7 @@ impl Scanner {
 #[derive(Debug)]
 pub struct JsonProtection {
     limits: Limits,
+    report_error: bool,
 }
 
 impl JsonProtection {
@@ -622,20 +632,21 @@ impl JsonProtection {
                 None => Ok(def),
             }
         };
+        let max_string_length = pick(c.max_string_length, d.max_string_length, "maxStringLength")?;
         Ok(JsonProtection {
             limits: Limits {
                 max_tokens: pick(c.max_tokens, d.max_tokens, "maxTokens")?,
                 max_size: pick(c.max_size.map(|s| s.0), d.max_size, "maxSize")?,
                 max_depth: pick(c.max_depth, d.max_depth, "maxDepth")?,
-                max_string_length: pick(
-                    c.max_string_length,
-                    d.max_string_length,
-                    "maxStringLength",
-                )?,
-                max_key_length: pick(c.max_key_length, d.max_key_length, "maxKeyLength")?,
+                max_string_length,
+                // Keys are strings too: the stricter limit applies (as in Membrane).
+                max_key_length: pick(c.max_key_length, d.max_key_length, "maxKeyLength")?
+                    .min(max_string_length),
                 max_object_size: pick(c.max_object_size, d.max_object_size, "maxObjectSize")?,
                 max_array_size: pick(c.max_array_size, d.max_array_size, "maxArraySize")?,
+                block_proto: c.block_proto.is_none_or(|f| f.0),
             },
+            report_error: c.report_error.is_none_or(|f| f.0),
         })
     }
 }
@@ -658,16 +669,20 @@ impl Policy for JsonProtection {
         }
         match Scanner::check(self.limits, body) {
             Ok(()) => Outcome::Continue,
-            Err(v) => Outcome::Reject(
-                Problem::new(
+            Err(v) => {
+                let p = Problem::new(
                     StatusCode::BAD_REQUEST,
                     "json-protection",
                     "The JSON body was rejected",
-                )
-                .with_detail(v.message)
-                .with_member("violation", v.kind.into())
-                .with_member("offset", v.offset.into()),
-            ),
+                );
+                Outcome::Reject(if self.report_error {
+                    p.with_detail(v.message)
+                        .with_member("violation", v.kind.into())
+                        .with_member("offset", v.offset.into())
+                } else {
+                    p
+                })
+            }
         }
     }
 }

@@ -3,14 +3,15 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::units::ByteSize;
+use crate::units::{ByteSize, Flag};
 
 /// `jsonProtection`: rejects JSON request bodies that are invalid, have duplicate keys, or exceed
 /// the limits (Membrane's settings and defaults).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonProtectionPolicy {
-    /// Most JSON tokens (braces, brackets, keys and values each count one); default 10000.
+    /// Most JSON tokens (braces, brackets and values each count one; keys do not, as in
+    /// Membrane: `{"a":"b"}` has 3); default 10000.
     #[serde(default)]
     pub max_tokens: Option<u64>,
     /// Largest body; default 50MB.
@@ -19,10 +20,11 @@ pub struct JsonProtectionPolicy {
     /// Deepest nesting of objects and arrays; default 50.
     #[serde(default)]
     pub max_depth: Option<u64>,
-    /// Longest string value, in bytes of its JSON text; default 262144.
+    /// Longest string (values and keys), in characters; default 262144.
     #[serde(default)]
     pub max_string_length: Option<u64>,
-    /// Longest object key, in bytes of its JSON text; default 256.
+    /// Longest object key, in characters; default 256 (the stricter of this and
+    /// `maxStringLength` applies).
     #[serde(default)]
     pub max_key_length: Option<u64>,
     /// Most keys in one object; default 1000.
@@ -31,6 +33,13 @@ pub struct JsonProtectionPolicy {
     /// Most elements in one array; default 1000.
     #[serde(default)]
     pub max_array_size: Option<u64>,
+    /// Reject the key `__proto__` (prototype pollution in JavaScript backends); default true.
+    #[serde(default)]
+    pub block_proto: Option<Flag>,
+    /// Describe the violation in the problem details (default true); `false` answers a bare 400
+    /// problem without saying what was found.
+    #[serde(default)]
+    pub report_error: Option<Flag>,
 }
 
 /// The language of the `${...}` placeholders of a template.
