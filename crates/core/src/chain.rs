@@ -47,6 +47,8 @@ pub struct Chain {
     body_need: BodyNeed,
     response_body_need: BodyNeed,
     has_response_steps: bool,
+    /// Indexes of the request steps that inspect the body while it is read.
+    inspecting: Vec<usize>,
 }
 
 impl Chain {
@@ -65,12 +67,31 @@ impl Chain {
             .max()
             .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
+        let inspecting = if body_need == BodyNeed::Buffer {
+            steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.request && s.policy.body_inspector().is_some())
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Chain {
             steps,
             body_need,
             response_body_need,
             has_response_steps,
+            inspecting,
         }
+    }
+
+    /// The body inspectors for one request (empty for most chains: no allocation then).
+    pub fn body_inspectors(&self) -> Vec<Box<dyn crate::policy::BodyInspector>> {
+        self.inspecting
+            .iter()
+            .filter_map(|&i| self.steps.get(i).and_then(|s| s.policy.body_inspector()))
+            .collect()
     }
 
     /// The steps, in flow order.

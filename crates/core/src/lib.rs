@@ -15,7 +15,7 @@ pub mod template;
 pub use body::Body;
 pub use chain::{Chain, RequestEnd, Step};
 pub use exchange::Exchange;
-pub use policy::{BodyNeed, Outcome, Policy};
+pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy};
 pub use problem::Problem;
 pub use router::{Match, RouteSpec, Router};
 pub use template::{Template, TemplateScope};

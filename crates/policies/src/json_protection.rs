@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use http::StatusCode;
 use turnpike_config::JsonProtectionPolicy;
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem};
+use turnpike_core::{BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
 use crate::CompileError;
 
@@ -142,11 +142,41 @@ enum Lex {
     },
 }
 
+/// Keys of an object are compared by a linear scan up to this many, then through a hash set.
+const LINEAR_KEYS: usize = 32;
+
 #[derive(Debug)]
 struct Frame {
     object: bool,
     count: u64,
-    keys: HashSet<Box<[u8]>>,
+    /// Where this object's keys start in the scanner's key arena.
+    arena_start: usize,
+    /// The keys so far, as ranges of the arena (until `set` takes over).
+    keys: Vec<(usize, usize)>,
+    /// The keys of a large object.
+    set: Option<HashSet<Box<[u8]>>>,
+}
+
+impl Frame {
+    /// Records `k`; false when the object has it already.
+    fn insert_key(&mut self, arena: &mut Vec<u8>, k: &[u8]) -> bool {
+        if let Some(set) = &mut self.set {
+            return set.insert(k.into());
+        }
+        if self.keys.iter().any(|&(s, e)| &arena[s..e] == k) {
+            return false;
+        }
+        let start = arena.len();
+        arena.extend_from_slice(k);
+        self.keys.push((start, arena.len()));
+        if self.keys.len() > LINEAR_KEYS {
+            let set = self.keys.iter().map(|&(s, e)| arena[s..e].into()).collect();
+            self.set = Some(set);
+            self.keys = Vec::new();
+            arena.truncate(self.arena_start);
+        }
+        true
+    }
 }
 
 /// An incremental JSON checker.
@@ -159,6 +189,8 @@ pub struct Scanner {
     tokens: u64,
     offset: u64,
     key: Vec<u8>,
+    /// The keys of the open objects (each frame owns a tail of it).
+    arena: Vec<u8>,
     failed: Option<Violation>,
 }
 
@@ -173,6 +205,7 @@ impl Scanner {
             tokens: 0,
             offset: 0,
             key: Vec::new(),
+            arena: Vec::new(),
             failed: None,
         }
     }
@@ -313,7 +346,9 @@ impl Scanner {
                 self.stack.push(Frame {
                     object,
                     count: 0,
-                    keys: HashSet::new(),
+                    arena_start: self.arena.len(),
+                    keys: Vec::new(),
+                    set: None,
                 });
                 self.expect = if object {
                     Expect::KeyOrEnd
@@ -332,7 +367,9 @@ impl Scanner {
                 if !ok {
                     return Err(self.invalid("unexpected end of a container"));
                 }
-                self.stack.pop();
+                if let Some(f) = self.stack.pop() {
+                    self.arena.truncate(f.arena_start);
+                }
                 self.token()?;
                 self.value_done()
             }
@@ -489,13 +526,13 @@ impl Scanner {
                 b'"' => {
                     self.lex = Lex::Structural;
                     if key {
-                        let k: Box<[u8]> = std::mem::take(&mut self.key).into_boxed_slice();
+                        let k = &self.key;
                         let dup = match self.stack.last_mut() {
-                            Some(f) => !f.keys.insert(k.clone()),
+                            Some(f) => !f.insert_key(&mut self.arena, k),
                             None => false,
                         };
                         if dup {
-                            let name = String::from_utf8_lossy(&k).into_owned();
+                            let name = String::from_utf8_lossy(&self.key).into_owned();
                             return Err(self.fail(
                                 "duplicateKey",
                                 format!("the key `{name}` appears twice in one object"),
@@ -651,6 +688,44 @@ impl JsonProtection {
     }
 }
 
+fn problem(v: Violation, report_error: bool) -> Problem {
+    let p = Problem::new(
+        StatusCode::BAD_REQUEST,
+        "json-protection",
+        "The JSON body was rejected",
+    );
+    if report_error {
+        p.with_detail(v.message)
+            .with_member("violation", v.kind.into())
+            .with_member("offset", v.offset.into())
+    } else {
+        p
+    }
+}
+
+/// Checks the body while the engine reads it, stopping at the first violation.
+struct Inspector {
+    scanner: Scanner,
+    report_error: bool,
+}
+
+impl BodyInspector for Inspector {
+    fn chunk(&mut self, data: &[u8]) -> Result<(), Box<Problem>> {
+        self.scanner
+            .feed(data)
+            .map_err(|v| Box::new(problem(v, self.report_error)))
+    }
+
+    fn end(&mut self) -> Result<(), Box<Problem>> {
+        if self.scanner.offset == 0 {
+            return Ok(()); // An empty body passes.
+        }
+        self.scanner
+            .finish()
+            .map_err(|v| Box::new(problem(v, self.report_error)))
+    }
+}
+
 impl Policy for JsonProtection {
     fn name(&self) -> &'static str {
         "jsonProtection"
@@ -660,7 +735,18 @@ impl Policy for JsonProtection {
         BodyNeed::Buffer
     }
 
+    fn body_inspector(&self) -> Option<Box<dyn BodyInspector>> {
+        Some(Box::new(Inspector {
+            scanner: Scanner::new(self.limits),
+            report_error: self.report_error,
+        }))
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        // Checked already while the engine read it (and not replaced since).
+        if ex.extensions.get::<BodyInspected>().is_some() {
+            return Outcome::Continue;
+        }
         let Some(body) = ex.request_bytes() else {
             return Outcome::Continue;
         };
@@ -669,20 +755,7 @@ impl Policy for JsonProtection {
         }
         match Scanner::check(self.limits, body) {
             Ok(()) => Outcome::Continue,
-            Err(v) => {
-                let p = Problem::new(
-                    StatusCode::BAD_REQUEST,
-                    "json-protection",
-                    "The JSON body was rejected",
-                );
-                Outcome::Reject(if self.report_error {
-                    p.with_detail(v.message)
-                        .with_member("violation", v.kind.into())
-                        .with_member("offset", v.offset.into())
-                } else {
-                    p
-                })
-            }
+            Err(v) => Outcome::Reject(problem(v, self.report_error)),
         }
     }
 }
@@ -792,6 +865,33 @@ mod tests {
         assert_eq!(kind(Limits::default(), deep.as_bytes()), "maxDepth");
         let v = Scanner::check(Limits::default(), deep.as_bytes()).unwrap_err();
         assert_eq!(v.offset, 50, "stops at the first violation");
+    }
+
+    #[test]
+    fn many_keys_switch_to_a_hash_set() {
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("\"k{i}\":{{\"k{i}\":{i}}}"))
+            .collect();
+        let doc = format!("{{{}}}", keys.join(","));
+        assert_eq!(kind(Limits::default(), doc.as_bytes()), "ok");
+        let dup = format!("{{{},\"k150\":1}}", keys.join(","));
+        assert_eq!(kind(Limits::default(), dup.as_bytes()), "duplicateKey");
+        let dup = format!("{{{},\"k3\":1}}", keys[..10].join(","));
+        assert_eq!(kind(Limits::default(), dup.as_bytes()), "duplicateKey");
+    }
+
+    #[test]
+    fn inspector_stops_at_the_first_violation() {
+        let p = JsonProtection::compile(&JsonProtectionPolicy::default()).unwrap();
+        let mut i = p.body_inspector().unwrap();
+        assert!(i.end().is_ok(), "an empty body passes");
+        let mut i = p.body_inspector().unwrap();
+        i.chunk(b"[[[[").unwrap();
+        let e = i.chunk(&[b'['; 100]).unwrap_err();
+        assert_eq!(e.to_json()["violation"], "maxDepth");
+        let mut i = p.body_inspector().unwrap();
+        i.chunk(br#"{"a":"#).unwrap();
+        assert_eq!(i.end().unwrap_err().to_json()["violation"], "invalid");
     }
 
     #[test]

@@ -362,6 +362,42 @@ async fn json_protection_rejects_deep_huge_and_duplicate() {
     assert_eq!(backend.count(), 1);
 }
 
+/// The body is checked while it arrives: a violation in the first chunk is answered while the
+/// client is still sending (the rest of the body never comes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_protection_rejects_before_the_body_ends() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - jsonProtection: {{}}\n  target:\n    url: http://127.0.0.1:{}\n",
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
+    });
+    let body = http_body_util::StreamBody::new(stream);
+    let conn = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let (mut sender, c) = hyper::client::conn::http1::handshake(TokioIo::new(conn))
+        .await
+        .unwrap();
+    tokio::spawn(c);
+    tx.send(Bytes::from(vec![b'['; 60])).await.unwrap();
+    let req = req("POST", "/")
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let res = tokio::time::timeout(std::time::Duration::from_secs(5), sender.send_request(req))
+        .await
+        .expect("answered before the body ended")
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    drop(tx);
+    assert_eq!(backend.count(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jsonpath_header_from_the_body() {
     let backend = Backend::start().await;
