@@ -229,6 +229,10 @@ CASES = [
      "nginx-tls", "nginx TLS"),
     ("h2", "Case 7: HTTPS + HTTP/2 clients (h2load -m 10; p50 column = mean request time)",
      "nginx-h2", "nginx"),
+    ("openapi", "Case 4 (Membrane's scenario 5): OpenAPI request validation, Fruitshop `POST /shop/v2/products` (Mangos)",
+     "turnpike-proxy", "plain proxy"),
+    ("jsonprot", "Case 5: jsonProtection (Membrane's defaults), `POST` Mangos",
+     "turnpike-proxy", "plain proxy"),
 ]
 LABELS = {
     "turnpike": "turnpike",
@@ -244,6 +248,9 @@ LABELS = {
     "nginx-tls": "nginx, TLS both hops",
     "turnpike-h2": "turnpike, HTTPS h2 → HTTPS backend",
     "nginx-h2": "nginx, HTTPS h2 → HTTPS backend",
+    "turnpike-proxy": "turnpike, plain proxy",
+    "turnpike-openapi": "turnpike, validateRequests",
+    "turnpike-jsonprot": "turnpike, jsonProtection",
 }
 for _n in (1, 100):
     for _p, _l in (("plain", "no policy"), ("key", "apiKey"), ("limit", "rateLimiter"),

@@ -17,7 +17,7 @@ DURATION=10
 CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
-CASES=short,proxy,routes         # hidden option --cases
+CASES=short,proxy,routes,openapi,jsonprot   # hidden option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -28,6 +28,8 @@ LOAD_CPU=0   # wrk and the nginx backend
 P_TP_SHORT=2000      # turnpike-return.yaml
 P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
+P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
+P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
 P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
 P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
 P_NGINX_SHORT=2020   # nginx-return.conf
@@ -97,6 +99,7 @@ done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
     case $c in short|proxy|routes|auth|matrix|tls|h2) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2)" ;; esac
+    case $c in short|proxy|routes|openapi|jsonprot) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,openapi,jsonprot)" ;; esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -135,6 +138,17 @@ if has_case h2; then
     has_system turnpike && PLAN+=(h2/turnpike-h2)
     has_system nginx && PLAN+=(h2/nginx-h2)
 fi
+# Cases 4 and 5 POST the Mangos body; each is compared with turnpike's plain proxy in the
+# same round (same body, same backend).
+for c in openapi jsonprot; do
+    if has_case $c; then
+        if has_system turnpike; then
+            PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
+        else
+            log "case '$c' needs turnpike: skipped"
+        fi
+    fi
+done
 ((${#PLAN[@]})) || die "nothing to run for --systems $SYSTEMS --cases $CASES"
 
 # ---- prerequisites -------------------------------------------------------------
@@ -277,6 +291,8 @@ declare -A HDR=(
     [tls/turnpike-s4]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
     [matrix/turnpike-key-1]="X-Api-Key: key-042" [matrix/turnpike-both-1]="X-Api-Key: key-042"
     [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
+    [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
+    [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -369,6 +385,8 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     local dir="$TMP/r$round-$case-$sys"
     local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json" scheme=http
     local cmd pid url a0 a1
+    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
+    local cmd pid url a0 a1 script=()
     mkdir -p "$dir"
     case $pair in
         short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
@@ -384,6 +402,15 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         tls/turnpike-tls|h2/turnpike-h2) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-tls.yaml") ;;
         tls/turnpike-s4) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-s4.yaml") ;;
         tls/nginx-tls|h2/nginx-h2) scheme=https; cmd=(nginx -p "$dir/" -c "$TMP/nginx-tls-proxy.conf" -e "$dir/error.log") ;;
+        openapi/turnpike-proxy|jsonprot/turnpike-proxy)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        openapi/turnpike-openapi)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-openapi.yaml") ;;
+        jsonprot/turnpike-jsonprot)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-jsonprotection.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
     url="$scheme://127.0.0.1:$port$path"
@@ -404,6 +431,8 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     fi
+    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+        || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)

@@ -48,6 +48,8 @@ pub struct Chain {
     response_body_need: BodyNeed,
     has_response_steps: bool,
     response_needs_request: bool,
+    /// Indexes of the request steps that inspect the body while it is read.
+    inspecting: Vec<usize>,
 }
 
 impl Chain {
@@ -69,13 +71,32 @@ impl Chain {
         let response_needs_request = steps
             .iter()
             .any(|s| s.response && s.policy.response_needs_request());
+        let inspecting = if body_need == BodyNeed::Buffer {
+            steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.request && s.policy.body_inspector().is_some())
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Chain {
             steps,
             body_need,
             response_body_need,
             has_response_steps,
             response_needs_request,
+            inspecting,
         }
+    }
+
+    /// The body inspectors for one request (empty for most chains: no allocation then).
+    pub fn body_inspectors(&self) -> Vec<Box<dyn crate::policy::BodyInspector>> {
+        self.inspecting
+            .iter()
+            .filter_map(|&i| self.steps.get(i).and_then(|s| s.policy.body_inspector()))
+            .collect()
     }
 
     /// The steps, in flow order.

@@ -2,15 +2,20 @@
 //! Parsed once at load time; an unknown placeholder is a load error.
 //!
 //! Placeholders: `${path.NAME}` (a path parameter of the API's template), `${header.NAME}`,
-//! `${query.NAME}`, `${method}`, `${client.ip}`, `${consumer.name}` (set by an auth policy),
-//! `${jwt.CLAIM}` (a claim of the verified JWT), `${client.certSubject}` (the verified client
-//! certificate's subject, with mutual TLS), `${env.NAME}` (read once, at load time).
+//! `${query.NAME}`, `${method}`, `${client.ip}`, `${client.certSubject}` (the verified client
+//! certificate's subject, with mutual TLS), `${consumer.name}` (set by an auth policy),
+//! `${jwt.CLAIM}` (a claim of the verified JWT), `${env.NAME}` (read once, at load time).
+//! With the `jsonpath` language
+//! ([`Template::parse_jsonpath`]) every placeholder is an RFC 9535 JSONPath expression on the
+//! message's JSON body: `${$.person.firstName}`.
 
 use std::borrow::Cow;
 
 use http::HeaderName;
 
 use crate::exchange::Exchange;
+use crate::json;
+use crate::jsonpath::{JsonPathExpr, Message};
 
 /// What a template may refer to, known at load time.
 #[derive(Debug, Clone, Default)]
@@ -27,9 +32,10 @@ enum Part {
     Query(String),
     Method,
     ClientIp,
+    ClientCertSubject,
     ConsumerName,
     JwtClaim(String),
-    ClientCertSubject,
+    JsonPath(Box<JsonPathExpr>),
 }
 
 /// A compiled template.
@@ -69,12 +75,83 @@ impl Template {
         Ok(Template { parts: merged })
     }
 
+    /// Parses `src` whose placeholders are JSONPath expressions (`${$.a.b}`), compiled now.
+    pub fn parse_jsonpath(src: &str) -> Result<Self, String> {
+        let mut parts = Vec::new();
+        let mut rest = src;
+        while let Some(start) = rest.find("${") {
+            if start > 0 {
+                parts.push(Part::Lit(rest[..start].to_owned()));
+            }
+            let after = &rest[start + 2..];
+            // The expression may hold braces of its own: find the `}` that closes this one.
+            let mut depth = 0usize;
+            let end = after
+                .char_indices()
+                .find(|&(_, c)| match c {
+                    '{' => {
+                        depth += 1;
+                        false
+                    }
+                    '}' if depth == 0 => true,
+                    '}' => {
+                        depth -= 1;
+                        false
+                    }
+                    _ => false,
+                })
+                .map(|(i, _)| i)
+                .ok_or_else(|| format!("unclosed `${{` in `{src}`"))?;
+            parts.push(Part::JsonPath(Box::new(JsonPathExpr::parse(
+                &after[..end],
+            )?)));
+            rest = &after[end + 1..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Lit(rest.to_owned()));
+        }
+        Ok(Template { parts })
+    }
+
+    /// True when rendering reads the message body (JSONPath placeholders): the body must then
+    /// be buffered, and [`Template::prepare`] called before rendering.
+    pub fn needs_body(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::JsonPath(_)))
+    }
+
+    /// Parses the body of `msg` as JSON if the template reads it and nobody parsed it yet.
+    pub fn prepare(&self, ex: &mut Exchange, msg: Message) {
+        if self.needs_body() {
+            let _ = match msg {
+                Message::Request => json::request_json(ex),
+                Message::Response => json::response_json(ex),
+            };
+        }
+    }
+
     fn placeholder(name: &str, scope: &TemplateScope) -> Result<Part, String> {
         if name == "method" {
             return Ok(Part::Method);
         }
         if name == "client.ip" {
             return Ok(Part::ClientIp);
+        }
+        if name == "client.certSubject" {
+            return Ok(Part::ClientCertSubject);
+        }
+        if name == "consumer.name" {
+            return Ok(Part::ConsumerName);
+        }
+        if let Some(c) = name.strip_prefix("jwt.") {
+            if c.is_empty() {
+                return Err(format!("`${{{name}}}`: missing claim name"));
+            }
+            return Ok(Part::JwtClaim(c.to_owned()));
+        }
+        if let Some(e) = name.strip_prefix("env.") {
+            return std::env::var(e)
+                .map(Part::Lit)
+                .map_err(|_| format!("`${{{name}}}`: environment variable `{e}` is not set"));
         }
         if let Some(p) = name.strip_prefix("path.") {
             return scope
@@ -98,23 +175,6 @@ impl Template {
                 .map(Part::Header)
                 .map_err(|_| format!("`${{{name}}}`: `{h}` is not a valid header name"));
         }
-        if name == "client.certSubject" {
-            return Ok(Part::ClientCertSubject);
-        }
-        if name == "consumer.name" {
-            return Ok(Part::ConsumerName);
-        }
-        if let Some(c) = name.strip_prefix("jwt.") {
-            if c.is_empty() {
-                return Err(format!("`${{{name}}}`: missing claim name"));
-            }
-            return Ok(Part::JwtClaim(c.to_owned()));
-        }
-        if let Some(e) = name.strip_prefix("env.") {
-            return std::env::var(e)
-                .map(Part::Lit)
-                .map_err(|_| format!("`${{{name}}}`: environment variable `{e}` is not set"));
-        }
         if let Some(q) = name.strip_prefix("query.") {
             if q.is_empty() {
                 return Err(format!("`${{{name}}}`: missing query parameter name"));
@@ -135,8 +195,14 @@ impl Template {
         }
     }
 
-    /// Renders the template for `ex`. Missing headers and parameters render as "".
+    /// Renders the template for the request of `ex`. Missing headers and parameters render as "".
     pub fn render<'a>(&'a self, ex: &'a Exchange) -> Cow<'a, str> {
+        self.render_for(ex, Message::Request)
+    }
+
+    /// Renders the template; JSONPath placeholders read the body of `msg` (parsed by
+    /// [`Template::prepare`]; an unparsed or non-JSON body renders as "").
+    pub fn render_for<'a>(&'a self, ex: &'a Exchange, msg: Message) -> Cow<'a, str> {
         if let Some(l) = self.as_literal() {
             return Cow::Borrowed(l);
         }
@@ -175,6 +241,13 @@ impl Template {
                         }
                     }
                 }
+                Part::JsonPath(p) => {
+                    let v = match msg {
+                        Message::Request => json::cached_request_json(ex),
+                        Message::Response => json::cached_response_json(ex),
+                    };
+                    p.render_into(v, &mut out);
+                }
             }
         }
         Cow::Owned(out)
@@ -199,6 +272,20 @@ mod tests {
         let mut ex = exchange("POST", "/items/42?q=z", &[("X-A", "b")]);
         ex.params.push((7, 9));
         assert_eq!(t.render(&ex), "POST 42 b z 192.0.2.1!");
+    }
+
+    #[test]
+    fn jsonpath_placeholders() {
+        let t = Template::parse_jsonpath("Hi ${$.person.firstName}, ${$.n[?@ > 1]}!").unwrap();
+        assert!(t.needs_body());
+        let mut ex = exchange("POST", "/", &[]);
+        ex.request_body = crate::Body::full(r#"{"person":{"firstName":"Ada"},"n":[1,2]}"#);
+        assert_eq!(t.render(&ex), "Hi , !", "not prepared: renders empty");
+        t.prepare(&mut ex, Message::Request);
+        assert_eq!(t.render(&ex), "Hi Ada, 2!");
+        assert!(Template::parse_jsonpath("${$.a[}").is_err());
+        assert!(Template::parse_jsonpath("${$.a").is_err());
+        assert!(!Template::parse_jsonpath("plain").unwrap().needs_body());
     }
 
     #[test]
@@ -247,7 +334,6 @@ mod tests {
             .contains("unclosed"));
     }
 }
-
 #[cfg(test)]
 mod properties {
     use super::*;

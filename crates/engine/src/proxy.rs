@@ -13,7 +13,9 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
 use turnpike_core::exchange::ClientCertificate;
-use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
+use turnpike_core::{
+    Body, BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Problem, RequestEnd,
+};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
@@ -239,14 +241,27 @@ pub async fn serve(
     let mut upstream_status = None;
     let mut error: Option<&'static str> = None;
     if api.chain.body_need() == BodyNeed::Buffer {
-        match buffer(std::mem::take(&mut ex.request_body), limit).await {
-            Ok(bytes) => ex.request_body = Body::Full(Some(bytes)),
+        let mut inspectors = api.chain.body_inspectors();
+        let body = std::mem::take(&mut ex.request_body);
+        let read = if inspectors.is_empty() {
+            buffer(body, limit).await
+        } else {
+            buffer_inspected(body, limit, &mut inspectors).await
+        };
+        match read {
+            Ok(bytes) => {
+                ex.request_body = Body::Full(Some(bytes));
+                if !inspectors.is_empty() {
+                    ex.extensions.insert(BodyInspected);
+                }
+            }
             Err(problem) => {
+                let kind = problem.kind;
                 return log.finish(
                     format.render(problem),
                     Some(&api),
                     None,
-                    Some("request body"),
+                    Some(kind),
                     None,
                     version,
                 );
@@ -395,19 +410,71 @@ async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
     };
     match body.collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<BodyTooLarge>().is_some() => Err(Problem::new(
+        Err(e) => Err(read_error(&e, limit)),
+    }
+}
+
+fn read_error(e: &turnpike_core::body::BodyError, limit: u64) -> Problem {
+    if e.downcast_ref::<BodyTooLarge>().is_some() {
+        Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body-too-large",
             "Request body too large",
         )
-        .with_detail(format!("the body exceeds the limit of {limit} bytes"))),
-        Err(e) => Err(Problem::new(
+        .with_detail(format!("the body exceeds the limit of {limit} bytes"))
+    } else {
+        Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-body",
             "The body could not be read",
         )
-        .with_detail(e.to_string())),
+        .with_detail(e.to_string())
     }
+}
+
+/// Like [`buffer`], feeding every chunk to the chain's body inspectors as it arrives; the first
+/// inspector's error stops reading.
+async fn buffer_inspected(
+    body: Body,
+    limit: u64,
+    inspectors: &mut [Box<dyn BodyInspector>],
+) -> Result<bytes::Bytes, Problem> {
+    use http_body_util::BodyExt;
+    let mut body = match body {
+        Body::Incoming(inner) => Body::Limited {
+            inner,
+            remaining: limit,
+        },
+        other => other,
+    };
+    let mut first: Option<bytes::Bytes> = None;
+    let mut rest = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| read_error(&e, limit))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        for i in inspectors.iter_mut() {
+            i.chunk(&data).map_err(|p| *p)?;
+        }
+        // A body in one chunk (the usual case) is kept without copying.
+        match &first {
+            None if rest.is_empty() => first = Some(data),
+            _ => {
+                if let Some(f) = first.take() {
+                    rest.extend_from_slice(&f);
+                }
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    for i in inspectors.iter_mut() {
+        i.end().map_err(|p| *p)?;
+    }
+    Ok(match first {
+        Some(f) => f,
+        None => rest.freeze(),
+    })
 }
 
 type ForwardError = (&'static str, Problem);

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use http::Method;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
+use turnpike_config::{OpenApiSource, TargetConfig};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Router, TemplateScope};
+use turnpike_core::{Chain, RouteSpec, Router, Step, TemplateScope};
+use turnpike_openapi::docs::ApiDocs;
+use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
 use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
 
 use crate::target::Target;
@@ -134,6 +137,8 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
+    /// The local OpenAPI files read (for `--watch`).
+    pub spec_files: Vec<std::path::PathBuf>,
 }
 
 /// The address an API listens on, as configured.
@@ -176,11 +181,12 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let consumers = Arc::new(compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
+    let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
     for located in &set.apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
-        if let Some((spec, api)) = compile_api(located, set, &consumers, &mut errors) {
+        for (spec, api, openapi) in compile_api(located, set, &consumers, &mut errors) {
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -188,6 +194,31 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     Vec::new()
                 })
                 .push((spec, Arc::new(api)));
+            if let Some(s) = openapi {
+                specs_by_addr.entry(addr).or_default().push(s);
+            }
+        }
+    }
+    // Every port with OpenAPI-deployed APIs serves their documents under `/api-docs`.
+    for (addr, specs) in &specs_by_addr {
+        let docs = ApiDocs::new(specs);
+        if let Some(routes) = by_addr.get_mut(addr) {
+            routes.push((
+                RouteSpec {
+                    hosts: Vec::new(),
+                    method: None,
+                    path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
+                },
+                Arc::new(Api {
+                    name: "api-docs".into(),
+                    chain: Chain::new(vec![Step {
+                        policy: Box::new(docs),
+                        request: true,
+                        response: false,
+                    }]),
+                    target: None,
+                }),
+            ));
         }
     }
     let mut listeners = HashMap::new();
@@ -220,9 +251,17 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             )),
         }
     }
+    let mut spec_files: Vec<std::path::PathBuf> = specs_by_addr
+        .values()
+        .flatten()
+        .flat_map(|s| s.files.iter().cloned())
+        .collect();
+    spec_files.sort();
+    spec_files.dedup();
     errors.into_result(Snapshot {
         listeners,
         settings,
+        spec_files,
     })
 }
 
@@ -303,8 +342,24 @@ fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
         errors,
     )
 }
+/// One compiled route of an API: its route, the API, and the spec it was deployed from.
+type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
 
 fn compile_api(
+    located: &Located<ApiConfig>,
+    set: &ConfigSet,
+    consumers: &Arc<Consumers>,
+    errors: &mut ConfigErrors,
+) -> Vec<CompiledRoute> {
+    if !located.value.openapi.is_empty() {
+        return compile_openapi_api(located, set, consumers, errors);
+    }
+    compile_plain_api(located, set, consumers, errors)
+        .map(|(r, a)| vec![(r, a, None)])
+        .unwrap_or_default()
+}
+
+fn compile_plain_api(
     located: &Located<ApiConfig>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
@@ -418,4 +473,205 @@ fn compile_api(
             target,
         },
     ))
+}
+
+/// The host patterns of an API (errors reported, empty list on error).
+fn api_hosts(located: &Located<ApiConfig>, errors: &mut ConfigErrors) -> Vec<HostPattern> {
+    match located
+        .value
+        .host
+        .as_deref()
+        .map(HostPattern::parse_list)
+        .transpose()
+    {
+        Ok(h) => h.unwrap_or_default(),
+        Err(m) => {
+            errors.push(located.error("host", m));
+            Vec::new()
+        }
+    }
+}
+
+/// The spec files of one `openapi[i]` entry.
+fn spec_sources(
+    located: &Located<ApiConfig>,
+    i: usize,
+    src: &OpenApiSource,
+    errors: &mut ConfigErrors,
+) -> Vec<Source> {
+    let base = located
+        .origin
+        .file
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    match (&src.location, &src.dir) {
+        (Some(l), None) => match turnpike_openapi::load::source_of(l, &base) {
+            Ok(s) => vec![s],
+            Err(m) => {
+                errors.push(located.error(&format!("openapi[{i}].location"), m));
+                Vec::new()
+            }
+        },
+        (None, Some(d)) => match turnpike_openapi::load::list_dir(&base.join(d)) {
+            Ok(files) => files.into_iter().map(Source::File).collect(),
+            Err(m) => {
+                errors.push(located.error(&format!("openapi[{i}].dir"), m));
+                Vec::new()
+            }
+        },
+        _ => {
+            errors.push(located.error(
+                &format!("openapi[{i}]"),
+                "give exactly one of `location` and `dir`",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// An API deployed from OpenAPI documents: one route per spec (its base path), each with the
+/// spec's validator in front of the API's flow.
+fn compile_openapi_api(
+    located: &Located<ApiConfig>,
+    set: &ConfigSet,
+    consumers: &Arc<Consumers>,
+    errors: &mut ConfigErrors,
+) -> Vec<CompiledRoute> {
+    let api = &located.value;
+    let before = errors.0.len();
+    if api.path.is_some() {
+        errors.push(located.error(
+            "path",
+            "an API deployed from `openapi` takes its paths from the spec; remove `path`",
+        ));
+    }
+    if api.method.is_some() {
+        errors.push(located.error(
+            "method",
+            "an API deployed from `openapi` takes its methods from the spec; remove `method`",
+        ));
+    }
+    let hosts = api_hosts(located, errors);
+    let target = match &api.target {
+        Some(t) => match Target::compile(t, base_dir(located)) {
+            Ok(t) => Some(t),
+            Err((key, m)) => {
+                errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
+                None
+            }
+        },
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (i, src) in api.openapi.iter().enumerate() {
+        let key = format!("openapi[{i}]");
+        for source in spec_sources(located, i, src, errors) {
+            let spec = match load_spec(&source) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    errors.push(located.error(&key, format!("invalid OpenAPI spec: {e}")));
+                    continue;
+                }
+            };
+            let target = match &target {
+                Some(t) => t.clone(),
+                None => match server_target(&spec) {
+                    Ok(t) => t,
+                    Err(m) => {
+                        errors.push(located.error(&key, m));
+                        continue;
+                    }
+                },
+            };
+            let scope = TemplateScope::default();
+            let mut steps = Vec::new();
+            for g in &set.globals {
+                let ctx = FlowContext {
+                    scope: &scope,
+                    consumers,
+                    in_consumer_flow: false,
+                    base_dir: base_dir(g),
+                };
+                compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+            }
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers,
+                in_consumer_flow: false,
+                base_dir: base_dir(located),
+            };
+            let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
+            if requests || responses {
+                steps.push(Step {
+                    policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                    request: true,
+                    response: responses,
+                });
+            }
+            compile_flow(
+                &api.flow,
+                located,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            let name: Arc<str> = match &api.name {
+                Some(n) => n.as_str().into(),
+                None => spec.title.as_str().into(),
+            };
+            out.push((
+                RouteSpec {
+                    hosts: hosts.clone(),
+                    method: None,
+                    path: PathSpec::Prefix(spec.base_path.clone()),
+                },
+                Api {
+                    name,
+                    chain: Chain::new(steps),
+                    target: Some(target),
+                },
+                Some(spec),
+            ));
+        }
+    }
+    if errors.0.len() > before {
+        return Vec::new();
+    }
+    out
+}
+
+/// The target named by a spec's first `servers` URL (scheme and authority; the base path stays
+/// in the request path).
+fn server_target(spec: &Spec) -> Result<Target, String> {
+    let Some(url) = &spec.server_url else {
+        return Err(format!(
+            "the spec `{}` has no absolute `servers` URL to forward to; add a `target:`",
+            spec.title
+        ));
+    };
+    let origin = url
+        .find("://")
+        .map(|i| {
+            let rest = &url[i + 3..];
+            let end = rest.find('/').map_or(url.len(), |p| i + 3 + p);
+            &url[..end]
+        })
+        .unwrap_or(url);
+    Target::compile(
+        &TargetConfig {
+            url: Some(origin.to_owned()),
+            host: None,
+            port: None,
+            adjust_host_header: None,
+            ssl: None,
+            http2: turnpike_config::units::Flag(false),
+        },
+        std::path::Path::new("."),
+    )
+    .map_err(|(_, m)| {
+        format!("the spec's server `{url}` cannot be the target ({m}); add a `target:`")
+    })
 }

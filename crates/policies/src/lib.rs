@@ -7,6 +7,7 @@ pub mod auth;
 pub mod consumers;
 pub mod cors;
 mod headers;
+mod json_protection;
 pub mod rate_limit;
 mod respond;
 pub mod rewriter;
@@ -22,6 +23,9 @@ use turnpike_core::{Policy, TemplateScope};
 
 pub use consumers::{Consumer, Consumers};
 pub use headers::{RemoveHeader, SetHeader};
+pub use json_protection::{
+    JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,
+};
 pub use respond::Return;
 pub use static_body::Static;
 
@@ -116,6 +120,7 @@ pub fn compile_flow<T>(
             PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{PolicyConfig, SslConfig, TargetSsl};
+use super::{OpenApiSource, PolicyConfig, SslConfig, TargetSsl};
 use crate::units::Flag;
 
 /// An API (`api:` document).
@@ -45,6 +45,10 @@ pub struct ApiConfig {
     /// Accept cleartext HTTP/2 with prior knowledge (h2c) on this API's port, besides HTTP/1.1.
     #[serde(default)]
     pub h2c: Flag,
+    /// Deploy this API from OpenAPI documents: paths, methods and base path come from each spec
+    /// (one route per spec); without `target`, the spec's first `servers` URL is the target.
+    #[serde(default)]
+    pub openapi: Vec<OpenApiSource>,
 }
 
 /// The path an API matches.

@@ -2,13 +2,16 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies). New policies add their settings in a file of their own
+//! `flow.rs` (the basic flow policies), `openapi.rs` (`api.openapi`), `json.rs` (`jsonProtection`,
+//! expression languages). New policies add their settings in a file of their own
 //! and one variant to [`PolicyConfig`].
 
 mod api;
 mod auth;
 mod flow;
 mod gateway;
+mod json;
+mod openapi;
 mod tls;
 mod traffic;
 
@@ -16,6 +19,8 @@ pub use api::*;
 pub use auth::*;
 pub use flow::*;
 pub use gateway::*;
+pub use json::*;
+pub use openapi::*;
 pub use tls::*;
 pub use traffic::*;
 
@@ -70,6 +75,8 @@ pub enum PolicyConfig {
     Rewriter(RewriterPolicy),
     /// Request body size limit.
     RequestSizeLimit(RequestSizeLimitPolicy),
+    /// Reject JSON request bodies that are invalid or exceed size, depth and count limits.
+    JsonProtection(JsonProtectionPolicy),
 }
 
 impl PolicyConfig {
@@ -90,6 +97,7 @@ impl PolicyConfig {
             PolicyConfig::AccessControl(_) => "accessControl",
             PolicyConfig::Rewriter(_) => "rewriter",
             PolicyConfig::RequestSizeLimit(_) => "requestSizeLimit",
+            PolicyConfig::JsonProtection(_) => "jsonProtection",
         }
     }
 }
