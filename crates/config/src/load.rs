@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_path_to_error::Segment;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::model::{ApiConfig, Document, GatewaySettings, PolicyConfig};
+use crate::model::{ApiConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig};
 use crate::yaml::{self, Span};
 
 /// Where one YAML document came from, with the position of each of its values.
@@ -106,6 +106,8 @@ pub struct ConfigSet {
     pub gateway_origin: Option<Arc<Origin>>,
     /// Every API, in the order read.
     pub apis: Vec<Located<ApiConfig>>,
+    /// Every `soapProxy:` document, in the order read.
+    pub soap_proxies: Vec<Located<SoapProxyConfig>>,
     /// Every `global:` list, in the order read.
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
     /// Every file read (for `--watch`).
@@ -288,6 +290,11 @@ impl Loader<'_> {
                 value: api,
                 origin,
                 key: "api".into(),
+            }),
+            Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
+                value: p,
+                origin,
+                key: "soapProxy".into(),
             }),
             Document::Global(policies) => self.set.globals.push(Located {
                 value: policies,

@@ -2,16 +2,18 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies). New policies add their settings in a file of their own
+//! `flow.rs` (the basic flow policies), `soap.rs` (SOAP and XML). New policies add their settings in a file of their own
 //! and one variant to [`PolicyConfig`].
 
 mod api;
 mod flow;
 mod gateway;
+mod soap;
 
 pub use api::*;
 pub use flow::*;
 pub use gateway::*;
+pub use soap::*;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -28,6 +30,8 @@ pub enum Document {
     Include(Vec<String>),
     /// Process-level settings (threads, access log, limits, timeouts).
     Gateway(GatewaySettings),
+    /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
+    SoapProxy(SoapProxyConfig),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name.
@@ -46,6 +50,12 @@ pub enum PolicyConfig {
     SetHeader(SetHeaderPolicy),
     /// Remove a header (request or response, depending on where the policy stands).
     RemoveHeader(RemoveHeaderPolicy),
+    /// Check XML bodies against size, depth and name limits; never expand entities.
+    XmlProtection(XmlProtectionPolicy),
+    /// Validate messages (SOAP requests and responses against a WSDL).
+    Validator(ValidatorPolicy),
+    /// Offer a WSDL's operations as a REST/JSON API and talk SOAP to the target.
+    Wsdl2openapi(Wsdl2OpenApiPolicy),
 }
 
 impl PolicyConfig {
@@ -58,6 +68,9 @@ impl PolicyConfig {
             PolicyConfig::Response(_) => "response",
             PolicyConfig::SetHeader(_) => "setHeader",
             PolicyConfig::RemoveHeader(_) => "removeHeader",
+            PolicyConfig::XmlProtection(_) => "xmlProtection",
+            PolicyConfig::Validator(_) => "validator",
+            PolicyConfig::Wsdl2openapi(_) => "wsdl2openapi",
         }
     }
 }
