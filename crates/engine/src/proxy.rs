@@ -1,6 +1,6 @@
 //! The request path: route → exchange → request phase → target (or the policy's answer) →
 //! response phase → client. Every error the gateway generates is problem+json with the right
-//! status, and is logged.
+//! status (a SOAP fault on SOAP APIs, see [`ErrorFormat`]), and is logged.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
-use crate::snapshot::{Api, Snapshot};
+use crate::snapshot::{Api, ErrorFormat, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
 use http::HeaderValue;
 
@@ -67,6 +67,12 @@ pub async fn serve(
     let params = m.params;
 
     let (parts, body) = req.into_parts();
+    // The request's Content-Type, kept only where problems are answered as SOAP faults.
+    let soap_ct = match api.error_format {
+        ErrorFormat::ProblemJson => None,
+        ErrorFormat::SoapFault => parts.headers.get(header::CONTENT_TYPE).cloned(),
+    };
+    let render = |p: Problem| api.error_format.render(p, soap_ct.as_ref());
     let log_method = parts.method.clone();
     let log_uri = parts.uri.clone();
 
@@ -93,7 +99,7 @@ pub async fn serve(
                 Some(&api),
                 start,
                 None,
-                problem.into_response(),
+                render(problem),
                 Some("body too large"),
             );
         }
@@ -120,7 +126,7 @@ pub async fn serve(
                     Some(&api),
                     start,
                     None,
-                    problem.into_response(),
+                    render(problem),
                     Some("request body"),
                 );
             }
@@ -132,7 +138,7 @@ pub async fn serve(
                 Outcome::Respond(r) => r,
                 Outcome::Reject(p) => {
                     error = Some(p.kind);
-                    p.into_response()
+                    render(p)
                 }
                 Outcome::Continue => Problem::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -152,7 +158,7 @@ pub async fn serve(
                 Err((kind, problem)) => {
                     error = Some(kind);
                     tracing::warn!(api = %api.name, uri = %log_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
-                    (problem.into_response(), usize::MAX)
+                    (render(problem), usize::MAX)
                 }
             },
             None => {
@@ -178,12 +184,11 @@ pub async fn serve(
                 Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
                 Err(_) => {
                     error = Some("response body");
-                    Problem::new(
+                    render(Problem::new(
                         StatusCode::BAD_GATEWAY,
                         "upstream-error",
                         "The backend's response could not be read",
-                    )
-                    .into_response()
+                    ))
                 }
             }
         } else {
@@ -192,7 +197,7 @@ pub async fn serve(
         ex.response = Some(response);
         if let Some(p) = api.chain.run_response(&mut ex, end) {
             error = Some(p.kind);
-            p.into_response()
+            render(p)
         } else {
             ex.response.take().unwrap_or_else(|| {
                 Problem::new(

@@ -7,10 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
+use turnpike_config::{
+    ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located, PathConfig, SoapProxyConfig,
+    TargetConfig,
+};
+use turnpike_core::chain::Step;
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Router, TemplateScope};
+use turnpike_core::{Chain, Problem, RouteSpec, Router, TemplateScope};
 use turnpike_policies::{answers_itself, compile_flow, Direction, FlowContext};
+use turnpike_soap::{Wsdl, WsdlPublisher};
 
 use crate::target::Target;
 
@@ -23,6 +28,38 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// How the problems the gateway generates for this API are rendered.
+    pub error_format: ErrorFormat,
+}
+
+/// How an API answers with the problems the gateway itself generates (a policy's `Reject`,
+/// backend unreachable or late, bodies too large): RFC 9457 problem+json for HTTP APIs, a SOAP
+/// fault for SOAP APIs (`soapProxy`), whose clients only understand faults. The one place the
+/// engine turns a [`Problem`] into a response once the API is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorFormat {
+    /// `application/problem+json`.
+    #[default]
+    ProblemJson,
+    /// A SOAP fault in the request's SOAP version (from its `Content-Type`).
+    SoapFault,
+}
+
+impl ErrorFormat {
+    /// Renders `problem`; `content_type` is the request's (read for SOAP faults only).
+    pub fn render(
+        self,
+        problem: Problem,
+        content_type: Option<&http::HeaderValue>,
+    ) -> http::Response<turnpike_core::Body> {
+        match self {
+            ErrorFormat::ProblemJson => problem.into_response(),
+            ErrorFormat::SoapFault => turnpike_soap::problem_to_fault(
+                problem,
+                turnpike_soap::SoapVersion::from_content_type(content_type),
+            ),
+        }
+    }
 }
 
 /// The routes of one listening address.
@@ -130,8 +167,18 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     }
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
-    for located in &set.apis {
-        if let Some((spec, api)) = compile_api(located, set, &mut errors) {
+    let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
+        .soap_proxies
+        .iter()
+        .filter_map(|p| soap_proxy_api(p, &mut errors))
+        .collect();
+    let apis = set
+        .apis
+        .iter()
+        .map(|a| (a, None))
+        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+    for (located, wsdl) in apis {
+        if let Some((spec, api)) = compile_api(located, wsdl, set, &mut errors) {
             let addr = listen_addr(&located.value);
             by_addr
                 .entry(addr)
@@ -167,8 +214,89 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// Turns a `soapProxy:` document into the API it stands for: path and target from the WSDL's
+/// service address (unless given), named after the service. Returns the API and its WSDL.
+fn soap_proxy_api(
+    located: &Located<SoapProxyConfig>,
+    errors: &mut ConfigErrors,
+) -> Option<(Located<ApiConfig>, Arc<Wsdl>)> {
+    let p = &located.value;
+    let wsdl = match turnpike_policies::load_wsdl(&p.wsdl, located) {
+        Ok(w) => w,
+        Err(m) => {
+            errors.push(located.error("wsdl", m));
+            return None;
+        }
+    };
+    let port = match wsdl.port(p.service_name.as_deref(), p.port_name.as_deref()) {
+        Ok(port) => port,
+        Err(m) => {
+            let key = if p.port_name.is_some() {
+                "portName"
+            } else {
+                "wsdl"
+            };
+            errors.push(located.error(key, m));
+            return None;
+        }
+    };
+    let path = p
+        .path
+        .clone()
+        .unwrap_or_else(|| turnpike_soap::publish::address_path(&port.address).to_owned());
+    let target = match &p.target {
+        Some(t) => t.clone(),
+        None => {
+            let Some(rest) = port.address.strip_prefix("http://") else {
+                errors.push(located.error(
+                    "wsdl",
+                    format!(
+                        "the service address `{}` is not an http:// URL; set `target:`",
+                        port.address
+                    ),
+                ));
+                return None;
+            };
+            let authority = rest.split('/').next().unwrap_or(rest);
+            TargetConfig {
+                url: Some(format!("http://{authority}")),
+                host: None,
+                port: None,
+                adjust_host_header: None,
+            }
+        }
+    };
+    let name = p
+        .name
+        .clone()
+        .or_else(|| wsdl.service_of(port).map(str::to_owned));
+    let api = ApiConfig {
+        name,
+        description: p.description.clone(),
+        port: p.port,
+        ip: p.ip,
+        host: p.host.clone(),
+        method: None,
+        path: Some(PathConfig {
+            uri: path,
+            is_reg_exp: Default::default(),
+        }),
+        flow: p.flow.clone(),
+        target: Some(target),
+    };
+    Some((
+        Located {
+            value: api,
+            origin: Arc::clone(&located.origin),
+            key: located.key.clone(),
+        },
+        wsdl,
+    ))
+}
+
 fn compile_api(
     located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     errors: &mut ConfigErrors,
 ) -> Option<(RouteSpec, Api)> {
@@ -231,10 +359,21 @@ fn compile_api(
     let scope = TemplateScope {
         path_params: param_names,
     };
-    let ctx = FlowContext { scope: &scope };
+    let ctx = FlowContext {
+        scope: &scope,
+        wsdl,
+    };
     let mut steps = Vec::new();
     for g in &set.globals {
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    if let Some(w) = wsdl {
+        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+        steps.push(Step {
+            policy: Box::new(WsdlPublisher::new(w)),
+            request: true,
+            response: false,
+        });
     }
     compile_flow(
         &api.flow,
@@ -267,6 +406,11 @@ fn compile_api(
             name,
             chain: Chain::new(steps),
             target,
+            error_format: if wsdl.is_some() {
+                ErrorFormat::SoapFault
+            } else {
+                ErrorFormat::ProblemJson
+            },
         },
     ))
 }

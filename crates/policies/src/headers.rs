@@ -163,7 +163,10 @@ mod tests {
                 value: value.into(),
                 if_absent: Flag(if_absent),
             },
-            &FlowContext { scope: &scope },
+            &FlowContext {
+                scope: &scope,
+                wsdl: None,
+            },
         )
         .unwrap()
     }
@@ -210,7 +213,10 @@ mod tests {
     #[test]
     fn bad_names_and_values_fail_to_compile() {
         let scope = TemplateScope::default();
-        let ctx = FlowContext { scope: &scope };
+        let ctx = FlowContext {
+            scope: &scope,
+            wsdl: None,
+        };
         let bad = |n: &str, v: &str| {
             SetHeader::compile(
                 &SetHeaderPolicy {

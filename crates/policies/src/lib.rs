@@ -6,9 +6,12 @@ mod headers;
 mod respond;
 mod static_body;
 
+use std::sync::Arc;
+
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
+use turnpike_soap::{Wsdl, WsdlValidator, XmlProtection};
 
 pub use headers::{RemoveHeader, SetHeader};
 pub use respond::Return;
@@ -30,6 +33,8 @@ pub enum Direction {
 pub struct FlowContext<'a> {
     /// What templates may refer to.
     pub scope: &'a TemplateScope,
+    /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
+    pub wsdl: Option<&'a Arc<Wsdl>>,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -85,6 +90,20 @@ pub fn compile_flow<T>(
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::XmlProtection(c) => {
+                if dir == Direction::Response {
+                    Err(err(
+                        "",
+                        "`xmlProtection` checks requests: it cannot stand in a `response:` flow",
+                    ))
+                } else {
+                    XmlProtection::compile(c).map(|p| Box::new(p) as _)
+                }
+            }
+            PolicyConfig::Validator(c) => {
+                compile_validator(c, owner, ctx).map(|p| Box::new(p) as _)
+            }
+            PolicyConfig::Wsdl2openapi(_) => Err(err("", "`wsdl2openapi` is not implemented yet")),
         };
         match compiled {
             Ok(policy) => steps.push(Step {
@@ -102,6 +121,40 @@ pub fn compile_flow<T>(
             }
         }
     }
+}
+
+/// The folder of the file `owner` was read from: relative WSDL locations resolve against it.
+fn base_dir<T>(owner: &Located<T>) -> std::path::PathBuf {
+    owner
+        .origin
+        .file
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Loads a WSDL named in a policy (`key` is the setting, for errors).
+pub fn load_wsdl<T>(location: &str, owner: &Located<T>) -> Result<Arc<Wsdl>, String> {
+    let loc = turnpike_soap::Location::from_config(location, &base_dir(owner));
+    Wsdl::load(&loc).map(Arc::new)
+}
+
+fn compile_validator<T>(
+    c: &turnpike_config::ValidatorPolicy,
+    owner: &Located<T>,
+    ctx: &FlowContext<'_>,
+) -> Result<WsdlValidator, CompileError> {
+    let wsdl = match (&c.wsdl, ctx.wsdl) {
+        (Some(w), _) => load_wsdl(w, owner).map_err(|m| err("wsdl", m))?,
+        (None, Some(w)) => Arc::clone(w),
+        (None, None) => {
+            return Err(err(
+                "",
+                "`validator` needs `wsdl:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
+            ))
+        }
+    };
+    WsdlValidator::new(wsdl, c.service_name.as_deref()).map_err(|m| err("serviceName", m))
 }
 
 fn dir_name(d: Direction) -> &'static str {

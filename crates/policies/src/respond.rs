@@ -121,7 +121,10 @@ mod tests {
                 body: body.map(str::to_owned),
                 content_type: ct.map(str::to_owned),
             },
-            &FlowContext { scope: &scope },
+            &FlowContext {
+                scope: &scope,
+                wsdl: None,
+            },
         )
     }
 

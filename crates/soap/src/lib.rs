@@ -8,6 +8,7 @@
 pub mod fault;
 pub mod fetch;
 pub mod protection;
+pub mod publish;
 pub mod schema;
 pub mod validator;
 pub mod wsdl;
@@ -16,6 +17,7 @@ pub mod xml;
 pub use fault::{fault_response, problem_to_fault, FaultCode};
 pub use fetch::Location;
 pub use protection::XmlProtection;
+pub use publish::WsdlPublisher;
 pub use validator::WsdlValidator;
 pub use wsdl::{SoapVersion, Wsdl};
 
