@@ -10,6 +10,7 @@ use http::header;
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use turnpike_core::body::BodyTooLarge;
+use turnpike_core::exchange::FixedEndpoint;
 use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
 
 use crate::access_log::{self, AccessRecord};
@@ -262,15 +263,17 @@ async fn forward(
     ctx: &RequestContext<'_>,
     timeout: std::time::Duration,
 ) -> Result<Response<Body>, ForwardError> {
-    let uri = target
-        .upstream_uri(ex.request.uri.path_and_query())
-        .map_err(|e| {
-            (
-                "bad-uri",
-                Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
-                    .with_detail(e.to_string()),
-            )
-        })?;
+    let uri = match ex.extensions.get::<FixedEndpoint>() {
+        Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
+        None => target.upstream_uri(ex.request.uri.path_and_query()),
+    }
+    .map_err(|e| {
+        (
+            "bad-uri",
+            Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
+                .with_detail(e.to_string()),
+        )
+    })?;
     let mut parts = std::mem::replace(&mut ex.request, Request::new(()).into_parts().0);
     parts.uri = uri;
     parts.version = Version::HTTP_11;

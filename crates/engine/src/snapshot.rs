@@ -359,9 +359,14 @@ fn compile_api(
     let scope = TemplateScope {
         path_params: param_names,
     };
+    let path_prefix = match &api.path {
+        Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
+        _ => "",
+    };
     let ctx = FlowContext {
         scope: &scope,
         wsdl,
+        path_prefix,
     };
     let mut steps = Vec::new();
     for g in &set.globals {

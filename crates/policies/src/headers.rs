@@ -166,6 +166,7 @@ mod tests {
             &FlowContext {
                 scope: &scope,
                 wsdl: None,
+                path_prefix: "",
             },
         )
         .unwrap()
@@ -216,6 +217,7 @@ mod tests {
         let ctx = FlowContext {
             scope: &scope,
             wsdl: None,
+            path_prefix: "",
         };
         let bad = |n: &str, v: &str| {
             SetHeader::compile(

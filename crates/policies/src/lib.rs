@@ -11,7 +11,7 @@ use std::sync::Arc;
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
-use turnpike_soap::{Wsdl, WsdlValidator, XmlProtection};
+use turnpike_soap::{Wsdl, Wsdl2OpenApi, WsdlValidator, XmlProtection};
 
 pub use headers::{RemoveHeader, SetHeader};
 pub use respond::Return;
@@ -35,6 +35,9 @@ pub struct FlowContext<'a> {
     pub scope: &'a TemplateScope,
     /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
     pub wsdl: Option<&'a Arc<Wsdl>>,
+    /// The API's path prefix (`""` when it matches every path or a template/regex), for
+    /// policies that route below it (`wsdl2openapi`).
+    pub path_prefix: &'a str,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -103,7 +106,19 @@ pub fn compile_flow<T>(
             PolicyConfig::Validator(c) => {
                 compile_validator(c, owner, ctx).map(|p| Box::new(p) as _)
             }
-            PolicyConfig::Wsdl2openapi(_) => Err(err("", "`wsdl2openapi` is not implemented yet")),
+            PolicyConfig::Wsdl2openapi(c) => {
+                if dir != Direction::Both {
+                    Err(err(
+                        "",
+                        "`wsdl2openapi` converts both ways: put it in the top-level `flow`",
+                    ))
+                } else {
+                    load_wsdl(&c.wsdl, owner)
+                        .map_err(|m| err("wsdl", m))
+                        .and_then(|w| Wsdl2OpenApi::compile(c, w, ctx.path_prefix))
+                        .map(|p| Box::new(p) as _)
+                }
+            }
         };
         match compiled {
             Ok(policy) => steps.push(Step {

@@ -124,6 +124,7 @@ mod tests {
             &FlowContext {
                 scope: &scope,
                 wsdl: None,
+                path_prefix: "",
             },
         )
     }
