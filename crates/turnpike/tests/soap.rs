@@ -514,3 +514,200 @@ async fn zeep_client_through_soap_proxy_to_spyne_service() {
     // The service's own fault passes through the response validation.
     assert_eq!(v["backendFault"]["message"], "no such city: Atlantis");
 }
+
+async fn post_json(addr: SocketAddr, path: &str, body: &str) -> Reply {
+    send(
+        addr,
+        req("POST", path)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_cities_json_to_soap_and_back() {
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let yaml = format!(
+        "gateway:\n  accessLog: false\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - wsdl2openapi:\n        wsdl: {}\n  target:\n    url: http://{}/person-service\n",
+        shared("wsdl/cities.wsdl"),
+        backend.addr
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"Berlin"}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"country": "Germany", "population": 3645000})
+    );
+    // The backend got the SOAP request the WSDL describes, at the target's path.
+    let (path, body) = backend.last();
+    assert_eq!(path, "/person-service");
+    let sent = String::from_utf8_lossy(&body).into_owned();
+    assert!(
+        sent.contains(
+            "<soapenv:Envelope xmlns:soapenv=\"http://schemas.xmlsoap.org/soap/envelope/\">"
+        ),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("<ns0:getCity") && sent.contains("xmlns:ns0=\"https://predic8.de/cities\""),
+        "{sent}"
+    );
+    assert!(sent.contains("<name>Berlin</name>"), "{sent}");
+
+    // Invalid JSON requests never reach the backend.
+    for (body, needle) in [
+        (r#"{"nom":"Berlin"}"#, "unknown property"),
+        (r#"{}"#, "name"),
+        (r#"{"name":{"x":1}}"#, "string, number or boolean"),
+        ("[1]", "JSON object"),
+        ("{", "not JSON"),
+    ] {
+        let r = post_json(gw.addr(), "/get-city", body).await;
+        assert_eq!(r.status, 400, "{body}");
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+        assert!(r.text().contains(needle), "{body}: {}", r.text());
+    }
+    assert_eq!(backend.count(), 1);
+    let r = post_json(gw.addr(), "/delete-city", "{}").await;
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("POST /get-city"));
+    assert_eq!(get(gw.addr(), "/get-city").await.status, 405);
+
+    // The generated OpenAPI document.
+    let r = get(gw.addr(), "/api-docs").await;
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    assert_eq!(doc["openapi"], "3.0.3");
+    assert_eq!(doc["info"]["title"], "CityService");
+    let op = &doc["paths"]["/get-city"]["post"];
+    assert_eq!(op["operationId"], "getCity");
+    assert_eq!(
+        op["requestBody"]["content"]["application/json"]["schema"]["required"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(
+        op["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["population"]
+            ["type"],
+        "integer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_operation_mapping_faults_and_soap12() {
+    // partner.wsdl with its SOAP binding turned into SOAP 1.2, behind an API path.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(shared("wsdl/partner.wsdl")).unwrap();
+    let wsdl = dir.path().join("partner12.wsdl");
+    std::fs::write(
+        &wsdl,
+        text.replace(
+            "http://schemas.xmlsoap.org/wsdl/soap/",
+            "http://schemas.xmlsoap.org/wsdl/soap12/",
+        ),
+    )
+    .unwrap();
+    let fault = "<e:Envelope xmlns:e=\"http://www.w3.org/2003/05/soap-envelope\"><e:Body><e:Fault><e:Code><e:Value>e:Sender</e:Value></e:Code><e:Reason><e:Text xml:lang=\"en\">no partner 42</e:Text></e:Reason><e:Detail><id>42</id></e:Detail></e:Fault></e:Body></e:Envelope>";
+    let backend = FixedBackend::start(400, "application/soap+xml", fault.to_owned()).await;
+    let yaml = format!(
+        "gateway:\n  accessLog: false\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path:\n    uri: /crm/\n  flow:\n    - wsdl2openapi:\n        wsdl: {}\n        operations:\n          getPartner: {{ method: GET, path: '/partners/{{id}}' }}\n          getPartners: {{ method: GET, path: /partners }}\n  target:\n    host: 127.0.0.1\n    port: {}\n",
+        wsdl.display(),
+        backend.addr.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = get(gw.addr(), "/crm/partners/42").await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let p = r.json();
+    assert_eq!(p["type"], "urn:turnpike:problem:soap-fault");
+    assert_eq!(p["faultcode"], "e:Sender");
+    assert_eq!(p["faultstring"], "no partner 42");
+    assert_eq!(p["faultdetail"]["id"], "42");
+    let (path, body) = backend.last();
+    // No base path in the target: the WSDL's address path.
+    assert_eq!(path, "/services/PartnerService");
+    let sent = String::from_utf8_lossy(&body).into_owned();
+    assert!(
+        sent.contains("http://www.w3.org/2003/05/soap-envelope"),
+        "{sent}"
+    );
+    assert!(sent.contains("<id>42</id>"), "{sent}");
+
+    // Query parameters fill the request; an enumeration is checked by the schema.
+    let r = get(gw.addr(), "/crm/partners?city=Bonn&kind=ALIEN").await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("ALIEN"), "{}", r.text());
+    let before = backend.count();
+    let r = get(gw.addr(), "/crm/partners/x").await;
+    assert_eq!(r.status, 400, "xsd:long is checked: {}", r.text());
+    assert_eq!(backend.count(), before);
+    let r = get(gw.addr(), "/crm/partners?city=Bonn&kind=PERSON").await;
+    assert_eq!(r.status, 400);
+    let sent = String::from_utf8_lossy(&backend.last().1).into_owned();
+    assert!(
+        sent.contains("<city>Bonn</city><kind>PERSON</kind>"),
+        "{sent}"
+    );
+
+    // Other operations keep the default mapping; the OpenAPI shows both.
+    let doc = get(gw.addr(), "/crm/api-docs").await.json();
+    assert_eq!(doc["servers"][0]["url"], "/crm");
+    assert!(doc["paths"]["/partners/{id}"]["get"].is_object());
+    assert_eq!(
+        doc["paths"]["/partners/{id}"]["get"]["parameters"][0]["schema"]["type"],
+        "integer"
+    );
+    assert!(doc["paths"]["/create-partner"]["post"].is_object());
+
+    // An unknown operation in the mapping is a load error.
+    let dir2 = tempfile::tempdir().unwrap();
+    let file = dir2.path().join("g.yaml");
+    std::fs::write(&file, yaml.replace("getPartners:", "getPartnerz:")).unwrap();
+    let err = turnpike_engine::Gateway::start_from(vec![file])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("wsdl2openapi.operations.getPartnerz"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_json_client_against_spyne() {
+    if !python_soap_available() {
+        return;
+    }
+    let (_spyne, port) = start_spyne();
+    let gw = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - wsdl2openapi:\n        wsdl: http://127.0.0.1:{port}/?wsdl\n  target:\n    url: http://127.0.0.1:{port}\n"
+    ));
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"Berlin"}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"getCityResult": {"name": "Berlin", "country": "Germany", "population": 3645000}})
+    );
+    // Repeated elements are arrays, also with one item.
+    let r = post_json(gw.addr(), "/list-cities", r#"{"limit":1}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"listCitiesResult": {"string": ["Berlin"]}})
+    );
+    // The schema's facets (maxLength 20) are checked before the backend is called.
+    let r = post_json(
+        gw.addr(),
+        "/get-city",
+        &format!("{{\"name\":\"{}\"}}", "x".repeat(30)),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    // The service's fault (Client.NotFound) becomes a 400 problem.
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"Atlantis"}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["faultstring"], "no such city: Atlantis");
+    assert!(r.json()["faultcode"]
+        .as_str()
+        .unwrap()
+        .ends_with("Client.NotFound"));
+}
