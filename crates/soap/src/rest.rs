@@ -272,14 +272,16 @@ impl Wsdl2OpenApi {
     }
 
     /// The JSON answer for the SOAP response `bytes` of operation `op`.
-    fn response_json(&self, op: &RestOp, bytes: &[u8]) -> Result<Value, Problem> {
+    fn response_json(&self, op: &RestOp, bytes: &[u8]) -> Result<Value, Box<Problem>> {
         let bad = |d: String| {
-            problem(
-                StatusCode::BAD_GATEWAY,
-                "soap-response",
-                "The SOAP backend's answer could not be read",
+            Box::new(
+                problem(
+                    StatusCode::BAD_GATEWAY,
+                    "soap-response",
+                    "The SOAP backend's answer could not be read",
+                )
+                .with_detail(d),
             )
-            .with_detail(d)
         };
         let root = xml::parse(bytes).map_err(|e| bad(format!("not XML: {e}")))?;
         let version = SoapVersion::from_envelope_ns(&root.ns)
@@ -292,7 +294,7 @@ impl Wsdl2OpenApi {
             return Ok(Value::Object(Map::new()));
         };
         if first.is(version.envelope_ns(), "Fault") {
-            return Err(fault_problem(first, version));
+            return Err(Box::new(fault_problem(first, version)));
         }
         match &op.output {
             Some(p) => Ok(to_json(first, &p.typ, &self.model)),
@@ -1028,7 +1030,7 @@ impl Policy for Wsdl2OpenApi {
                 )
                 .with_detail(format!("status {status} without a fault")),
             ),
-            Err(p) => Outcome::Reject(p),
+            Err(p) => Outcome::Reject(*p),
         }
     }
 }
