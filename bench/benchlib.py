@@ -192,6 +192,10 @@ CASES = [
     ("proxy", "Case 2: reverse proxy to the backend (1 KB JSON)", "nginx", "nginx"),
     ("routes", "Case 3: turnpike proxy, 10,000 APIs vs 1 API (`GET /bench/`)",
      "turnpike-1api", "1 API"),
+    ("rest2soap", "Scenario 6: REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
+     "vs plain proxy of the SOAP request (target: at least 0.65)", "turnpike-plain", "plain proxy"),
+    ("soapvalidate", "Scenario 7: SOAP proxy with xmlProtection and WSDL validation of request "
+     "and response vs plain proxy (target: at least 0.60)", "turnpike-plain", "plain proxy"),
 ]
 LABELS = {
     "turnpike": "turnpike",
@@ -199,6 +203,9 @@ LABELS = {
     "haproxy": "HAProxy",
     "turnpike-1api": "turnpike, 1 API",
     "turnpike-10k": "turnpike, 10,000 APIs",
+    "turnpike-plain": "turnpike, plain proxy",
+    "turnpike-rest2soap": "turnpike, wsdl2openapi",
+    "turnpike-validate": "turnpike, soapProxy + validation",
 }
 
 
