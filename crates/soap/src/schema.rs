@@ -252,7 +252,12 @@ impl SchemaSet {
             let Some(cached) = map.get_mut(&self.id) else {
                 return Err(vec!["internal: schema cache".to_owned()]);
             };
-            cached.ctx.validate_node(element).map_err(|errs| {
+            let result = cached.ctx.validate_node(element);
+            // Warnings of a successful validation stay in the context's log: drop them.
+            if result.is_ok() {
+                cached.ctx.drain_errors();
+            }
+            result.map_err(|errs| {
                 errs.iter()
                     .filter_map(|e| {
                         let m = e.message.as_deref()?.trim();

@@ -302,6 +302,21 @@ mod tests {
             .contains("DTD"));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn envelope_checks_never_panic(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let v = validator("cities.wsdl");
+            let _ = v.check(&input, false);
+            let _ = v.check(&input, true);
+        }
+
+        #[test]
+        fn envelope_checks_never_panic_on_soapish(body in "[<>/a-z:= \"&;]{0,80}") {
+            let v = validator("cities.wsdl");
+            let _ = v.check(env11(&body).as_bytes(), false);
+        }
+    }
+
     #[test]
     fn qualified_and_unqualified_forms() {
         let v = validator("qualified-elements.wsdl");

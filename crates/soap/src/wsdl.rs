@@ -507,6 +507,26 @@ mod tests {
         assert_eq!(w.port(None, None).unwrap().operations.len(), 2);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Damaged WSDLs (a byte range cut out or replaced) are load errors, never panics.
+        #[test]
+        fn damaged_wsdls_never_panic(start in 0usize..2500, len in 0usize..200, with in "[<>/a-z:=\" ]{0,6}") {
+            let text = std::fs::read_to_string(shared("cities.wsdl").to_string()).unwrap();
+            let start = start.min(text.len());
+            let end = (start + len).min(text.len());
+            let mut damaged = text.as_bytes()[..start].to_vec();
+            damaged.extend_from_slice(with.as_bytes());
+            damaged.extend_from_slice(&text.as_bytes()[end..]);
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("w.wsdl");
+            std::fs::write(&p, damaged).unwrap();
+            if let Ok(w) = Wsdl::load(&Location::File(p)) {
+                let _ = crate::validator::WsdlValidator::new(std::sync::Arc::new(w), None);
+            }
+        }
+    }
+
     #[test]
     fn missing_imports_are_load_errors() {
         let e = Wsdl::load(&shared("ArticleService.wsdl")).unwrap_err();
