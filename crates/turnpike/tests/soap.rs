@@ -450,12 +450,17 @@ impl Drop for Child {
 }
 
 fn start_spyne() -> (Child, u16) {
+    start_spyne_version("1.1")
+}
+
+fn start_spyne_version(version: &str) -> (Child, u16) {
     use std::io::BufRead;
     let mut child = std::process::Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/python/spyne_service.py"
         ))
+        .arg(version)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -473,10 +478,19 @@ fn start_spyne() -> (Child, u16) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zeep_client_through_soap_proxy_to_spyne_service() {
+    zeep_through_soap_proxy("1.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeep_client_through_soap_proxy_to_spyne_service_soap12() {
+    zeep_through_soap_proxy("1.2").await;
+}
+
+async fn zeep_through_soap_proxy(version: &str) {
     if !python_soap_available() {
         return;
     }
-    let (_spyne, port) = start_spyne();
+    let (_spyne, port) = start_spyne_version(version);
     let gw = TestGateway::start(&format!(
         "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: http://127.0.0.1:{port}/?wsdl\n  flow:\n    - xmlProtection: {{}}\n    - validator: {{}}\n"
     ));

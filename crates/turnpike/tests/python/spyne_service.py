@@ -1,4 +1,5 @@
-"""A real SOAP 1.1 service (spyne, document/literal wrapped) for the gateway's SOAP tests.
+"""A real SOAP service (spyne, document/literal wrapped) for the gateway's SOAP tests: SOAP 1.1,
+or SOAP 1.2 with the argument `1.2`.
 
 Prints the port it listens on (127.0.0.1, chosen by the kernel), then serves until killed.
 It does not validate requests itself, so that only the gateway's validation is tested.
@@ -7,7 +8,7 @@ import sys
 from wsgiref.simple_server import make_server, WSGIRequestHandler
 
 from spyne import Application, ComplexModel, Fault, Integer, Iterable, ServiceBase, Unicode, rpc
-from spyne.protocol.soap import Soap11
+from spyne.protocol.soap import Soap11, Soap12
 from spyne.server.wsgi import WsgiApplication
 
 TNS = "urn:turnpike:test:cities"
@@ -37,8 +38,9 @@ class Quiet(WSGIRequestHandler):
         pass
 
 
+protocol = Soap12 if sys.argv[1:] == ["1.2"] else Soap11
 app = Application(
-    [CityService], tns=TNS, in_protocol=Soap11(), out_protocol=Soap11()
+    [CityService], tns=TNS, in_protocol=protocol(), out_protocol=protocol()
 )
 server = make_server("127.0.0.1", 0, WsgiApplication(app), handler_class=Quiet)
 print(server.server_port, flush=True)
