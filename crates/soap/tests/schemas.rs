@@ -358,3 +358,39 @@ fn encoded_wsdls_are_rejected_at_load() {
     let e = Wsdl::load(&write_wsdl(dir.path(), "enc.wsdl", wsdl)).unwrap_err();
     assert!(e.contains("encoded"), "{e}");
 }
+
+#[test]
+fn wsdl_imports_of_other_wsdls_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("parts")).unwrap();
+    // Types, messages, portType and binding in an imported WSDL in a sub-folder; the service in
+    // the main one, in another namespace.
+    std::fs::write(
+        dir.path().join("parts/abstract.wsdl"),
+        r#"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:a="urn:abstract" targetNamespace="urn:abstract">
+  <types><xsd:schema targetNamespace="urn:abstract"><xsd:element name="ping" type="xsd:int"/><xsd:element name="pong" type="xsd:int"/></xsd:schema></types>
+  <message name="In"><part name="p" element="a:ping"/></message>
+  <message name="Out"><part name="p" element="a:pong"/></message>
+  <portType name="PT"><operation name="ping"><input message="a:In"/><output message="a:Out"/></operation></portType>
+  <binding name="B" type="a:PT"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="ping"><soap:operation soapAction="ping"/><input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation>
+  </binding>
+</definitions>"#,
+    )
+    .unwrap();
+    let main = r#"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:a="urn:abstract" targetNamespace="urn:concrete">
+  <import namespace="urn:abstract" location="parts/abstract.wsdl"/>
+  <service name="Ping"><port name="P" binding="a:B"><soap:address location="http://localhost:1/ping"/></port></service>
+</definitions>"#;
+    let v = validator(&write_wsdl(dir.path(), "main.wsdl", main));
+    let ping = |n: &str| {
+        envelope(
+            SoapVersion::V11,
+            &format!("<a:ping xmlns:a=\"urn:abstract\">{n}</a:ping>"),
+        )
+    };
+    v.check(ping("1").as_bytes(), false).unwrap();
+    assert!(v.check(ping("one").as_bytes(), false).is_err());
+}
