@@ -122,6 +122,9 @@ pub fn check<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, Viol
                             ),
                         ));
                     }
+                    if memchr::memchr(b'&', &a.value).is_none() {
+                        continue;
+                    }
                     a.unescape_value().map_err(|e| {
                         violation(
                             at,

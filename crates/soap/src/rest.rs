@@ -258,7 +258,7 @@ impl Wsdl2OpenApi {
             &mut payload,
             &op.input,
             content,
-            "$",
+            &At::ROOT,
             Some(&op.declarations),
             &mut errors,
         );
@@ -329,17 +329,75 @@ fn collect_namespaces(
     }
 }
 
+/// Where in the JSON request a value is (`$.person.hobby[1]`), built on the stack and rendered
+/// only for error messages.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    parent: Option<&'a At<'a>>,
+    seg: AtSeg<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum AtSeg<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> At<'a> {
+    const ROOT: At<'static> = At {
+        parent: None,
+        seg: AtSeg::Root,
+    };
+
+    fn key(&'a self, k: &'a str) -> At<'a> {
+        At {
+            parent: Some(self),
+            seg: AtSeg::Key(k),
+        }
+    }
+
+    fn index(&'a self, i: usize) -> At<'a> {
+        At {
+            parent: Some(self),
+            seg: AtSeg::Index(i),
+        }
+    }
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(p) = self.parent {
+            p.fmt(f)?;
+        }
+        match self.seg {
+            AtSeg::Root => f.write_str("$"),
+            AtSeg::Key(k) => write!(f, ".{k}"),
+            AtSeg::Index(i) => write!(f, "[{i}]"),
+        }
+    }
+}
+
 struct Writer<'a> {
     model: &'a Model,
     prefixes: &'a BTreeMap<String, String>,
 }
 
 impl Writer<'_> {
-    fn name(&self, p: &Particle) -> String {
-        match self.prefixes.get(&p.ns) {
-            Some(pre) if !p.ns.is_empty() => format!("{pre}:{}", p.name),
-            _ => p.name.clone(),
+    fn push_name(&self, out: &mut String, p: &Particle) {
+        if !p.ns.is_empty() {
+            if let Some(pre) = self.prefixes.get(&p.ns) {
+                out.push_str(pre);
+                out.push(':');
+            }
         }
+        out.push_str(&p.name);
+    }
+
+    fn close(&self, out: &mut String, p: &Particle) {
+        out.push_str("</");
+        self.push_name(out, p);
+        out.push('>');
     }
 
     fn element(
@@ -347,7 +405,7 @@ impl Writer<'_> {
         out: &mut String,
         p: &Particle,
         v: &Value,
-        at: &str,
+        at: &At<'_>,
         decls: Option<&str>,
         errors: &mut Vec<String>,
     ) {
@@ -365,7 +423,7 @@ impl Writer<'_> {
                     return;
                 }
                 for (i, item) in items.iter().enumerate() {
-                    self.one(out, p, item, &format!("{at}[{i}]"), decls, errors);
+                    self.one(out, p, item, &at.index(i), decls, errors);
                 }
             }
             v => self.one(out, p, v, at, decls, errors),
@@ -377,13 +435,12 @@ impl Writer<'_> {
         out: &mut String,
         p: &Particle,
         v: &Value,
-        at: &str,
+        at: &At<'_>,
         decls: Option<&str>,
         errors: &mut Vec<String>,
     ) {
-        let name = self.name(p);
         out.push('<');
-        out.push_str(&name);
+        self.push_name(out, p);
         if let Some(d) = decls {
             out.push_str(d);
         }
@@ -419,9 +476,7 @@ impl Writer<'_> {
                     v if c.text.is_some() => {
                         out.push('>');
                         self.scalar(out, v, at, errors);
-                        out.push_str("</");
-                        out.push_str(&name);
-                        out.push('>');
+                        self.close(out, p);
                         return;
                     }
                     _ => {
@@ -436,14 +491,14 @@ impl Writer<'_> {
                         out.push_str(&a.name);
                         out.push_str("=\"");
                         let mut s = String::new();
-                        self.scalar(&mut s, av, &format!("{at}.{}", a.name), errors);
+                        self.scalar(&mut s, av, &at.key(&a.name), errors);
                         out.push_str(&s.replace('"', "&quot;"));
                         out.push('"');
                     }
                 }
                 out.push('>');
                 if let Some(t) = obj.get("$value") {
-                    self.scalar(out, t, &format!("{at}.$value"), errors);
+                    self.scalar(out, t, &at.key("$value"), errors);
                 }
                 for (k, _) in obj.iter() {
                     let known = k == "$value"
@@ -463,17 +518,15 @@ impl Writer<'_> {
                 }
                 for q in &c.particles {
                     if let Some(cv) = obj.get(&q.name) {
-                        self.element(out, q, cv, &format!("{at}.{}", q.name), None, errors);
+                        self.element(out, q, cv, &at.key(&q.name), None, errors);
                     }
                 }
             }
         }
-        out.push_str("</");
-        out.push_str(&name);
-        out.push('>');
+        self.close(out, p);
     }
 
-    fn scalar(&self, out: &mut String, v: &Value, at: &str, errors: &mut Vec<String>) {
+    fn scalar(&self, out: &mut String, v: &Value, at: &At<'_>, errors: &mut Vec<String>) {
         match v {
             Value::String(s) => escape_into(out, s, false),
             Value::Number(n) => out.push_str(&n.to_string()),
@@ -488,7 +541,7 @@ impl Writer<'_> {
         out: &mut String,
         m: &Map<String, Value>,
         errors: &mut Vec<String>,
-        at: &str,
+        at: &At<'_>,
     ) {
         for (k, v) in m {
             if k.is_empty()
@@ -506,7 +559,7 @@ impl Writer<'_> {
             for item in items {
                 out.push_str(&format!("<{k}>"));
                 match item {
-                    Value::Object(inner) => self.generic(out, inner, errors, &format!("{at}.{k}")),
+                    Value::Object(inner) => self.generic(out, inner, errors, &at.key(k)),
                     v => self.scalar(out, v, at, errors),
                 }
                 out.push_str(&format!("</{k}>"));

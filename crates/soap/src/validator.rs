@@ -111,7 +111,7 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVers
 }
 
 fn memfind(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 impl WsdlValidator {

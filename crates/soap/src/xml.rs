@@ -194,6 +194,13 @@ impl Element {
 
 /// Escapes text (`attr`: also quotes) for XML output.
 pub fn escape_into(out: &mut String, s: &str, attr: bool) {
+    if !s
+        .bytes()
+        .any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\r' | b'\n' | b'\t'))
+    {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
