@@ -388,3 +388,44 @@ fn rpc_declarations(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::Location;
+    use crate::wsdl::Wsdl;
+
+    fn cached() -> usize {
+        CONTEXTS.with(|c| c.borrow().len())
+    }
+
+    #[test]
+    fn each_thread_compiles_once_and_forgets_dropped_sets() {
+        let loc = Location::File(
+            format!(
+                "{}/../../../shared/data/wsdl/cities.wsdl",
+                env!("CARGO_MANIFEST_DIR")
+            )
+            .into(),
+        );
+        std::thread::spawn(move || {
+            let doc = libxml::parser::Parser::default()
+                .parse_string(
+                    "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>x</name></c:getCity>",
+                )
+                .unwrap();
+            let root = doc.get_root_element().unwrap();
+            let a = Wsdl::load(&loc).unwrap().schema_set;
+            assert_eq!(cached(), 0);
+            a.validate(&root).unwrap();
+            a.validate(&root).unwrap();
+            assert_eq!(cached(), 1);
+            let b = Wsdl::load(&loc).unwrap().schema_set;
+            drop(a); // a reload drops the old snapshot
+            b.validate(&root).unwrap();
+            assert_eq!(cached(), 1, "the dropped set's context is purged");
+        })
+        .join()
+        .unwrap();
+    }
+}
