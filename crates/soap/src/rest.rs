@@ -1182,6 +1182,40 @@ mod tests {
         assert_eq!(r["properties"]["partners"]["type"], "array");
     }
 
+    #[test]
+    fn rpc_literal_operations() {
+        let wsdl = r#"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:tns="urn:calc" targetNamespace="urn:calc">
+  <message name="AddIn"><part name="a" type="xsd:int"/><part name="b" type="xsd:int"/></message>
+  <message name="AddOut"><part name="sum" type="xsd:int"/></message>
+  <portType name="PT"><operation name="addNumbers"><input message="tns:AddIn"/><output message="tns:AddOut"/></operation></portType>
+  <binding name="B" type="tns:PT">
+    <soap:binding style="rpc" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="addNumbers"><soap:operation soapAction="urn:add"/>
+      <input><soap:body use="literal" namespace="urn:calc"/></input>
+      <output><soap:body use="literal" namespace="urn:calc"/></output>
+    </operation>
+  </binding>
+  <service name="Calc"><port name="P" binding="tns:B"><soap:address location="http://localhost:1/calc"/></port></service>
+</definitions>"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("calc.wsdl");
+        std::fs::write(&path, wsdl).unwrap();
+        let w = Arc::new(Wsdl::load(&Location::File(path)).unwrap());
+        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), w, "").unwrap();
+        let (i, _) = p.find(&Method::POST, "/add-numbers").unwrap();
+        assert_eq!(p.ops[i].soap_action, "urn:add");
+        let x = p
+            .request_xml(&p.ops[i], &json!({"a": 1, "b": "2"}))
+            .unwrap();
+        assert!(
+            x.contains("<ns0:addNumbers xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:ns0=\"urn:calc\"><a>1</a><b>2</b></ns0:addNumbers>"),
+            "{x}"
+        );
+        let resp = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><c:addNumbersResponse xmlns:c='urn:calc'><sum>3</sum></c:addNumbersResponse></s:Body></s:Envelope>";
+        assert_eq!(p.response_json(&p.ops[i], resp).unwrap(), json!({"sum": 3}));
+    }
+
     proptest::proptest! {
         #[test]
         fn response_conversion_never_panics(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
