@@ -29,6 +29,16 @@ use crate::xml::{self, escape, Element};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The schema of the `xml:` attributes (after the W3C's `xml.xsd`), used for imports of the
+/// XML namespace instead of fetching it.
+const XML_NS_SCHEMA: &str = r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema" targetNamespace="http://www.w3.org/XML/1998/namespace" xml:lang="en">
+  <xs:attribute name="lang"><xs:simpleType><xs:union memberTypes="xs:language"><xs:simpleType><xs:restriction base="xs:string"><xs:enumeration value=""/></xs:restriction></xs:simpleType></xs:union></xs:simpleType></xs:attribute>
+  <xs:attribute name="space"><xs:simpleType><xs:restriction base="xs:NCName"><xs:enumeration value="default"/><xs:enumeration value="preserve"/></xs:restriction></xs:simpleType></xs:attribute>
+  <xs:attribute name="base" type="xs:anyURI"/>
+  <xs:attribute name="id" type="xs:ID"/>
+  <xs:attributeGroup name="specialAttrs"><xs:attribute ref="xml:base"/><xs:attribute ref="xml:lang"/><xs:attribute ref="xml:space"/><xs:attribute ref="xml:id"/></xs:attributeGroup>
+</xs:schema>"#;
+
 /// A compiled set of schemas, shared by every worker.
 #[derive(Debug)]
 pub struct SchemaSet {
@@ -71,12 +81,29 @@ impl Exporter {
         path: &PathBuf,
     ) -> Result<(), String> {
         let mut refs: Vec<(usize, Location)> = Vec::new();
+        let mut xml_ns_imports = Vec::new();
         for (i, c) in schema.children.iter().enumerate() {
             if let xml::Node::Element(e) = c {
-                if e.ns == XSD_NS && matches!(e.local.as_str(), "import" | "include" | "redefine") {
+                if e.is(XSD_NS, "import") && e.attr("namespace") == Some(xml::XML_NS) {
+                    // The schema of `xml:lang` and friends ships with the gateway: WSDLs name
+                    // it by its W3C URL, which must not be fetched at every load.
+                    xml_ns_imports.push(i);
+                } else if e.ns == XSD_NS
+                    && matches!(e.local.as_str(), "import" | "include" | "redefine")
+                {
                     if let Some(loc) = e.attr("schemaLocation") {
                         refs.push((i, base.join(loc)));
                     }
+                }
+            }
+        }
+        if !xml_ns_imports.is_empty() {
+            let local = self.dir.join("xml.xsd");
+            std::fs::write(&local, XML_NS_SCHEMA)
+                .map_err(|e| format!("cannot write {}: {e}", local.display()))?;
+            for i in xml_ns_imports {
+                if let Some(xml::Node::Element(e)) = schema.children.get_mut(i) {
+                    e.set_attr("schemaLocation", &local.to_string_lossy());
                 }
             }
         }

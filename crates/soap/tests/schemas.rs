@@ -394,3 +394,34 @@ fn wsdl_imports_of_other_wsdls_resolve() {
     v.check(ping("1").as_bytes(), false).unwrap();
     assert!(v.check(ping("one").as_bytes(), false).is_err());
 }
+
+#[test]
+fn the_xml_namespace_schema_ships_with_the_gateway() {
+    // Imports the XML namespace by its W3C URL: must not be fetched (no network here).
+    let wsdl = r#"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:t="urn:t" targetNamespace="urn:t">
+  <types><xsd:schema targetNamespace="urn:t">
+    <xsd:import namespace="http://www.w3.org/XML/1998/namespace" schemaLocation="http://www.w3.org/2001/xml.xsd"/>
+    <xsd:element name="text"><xsd:complexType><xsd:simpleContent><xsd:extension base="xsd:string">
+      <xsd:attribute ref="xml:lang" use="required"/>
+    </xsd:extension></xsd:simpleContent></xsd:complexType></xsd:element>
+  </xsd:schema></types>
+  <message name="In"><part name="p" element="t:text"/></message>
+  <portType name="PT"><operation name="say"><input message="t:In"/></operation></portType>
+  <binding name="B" type="t:PT"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="say"><input><soap:body use="literal"/></input></operation></binding>
+  <service name="S"><port name="P" binding="t:B"><soap:address location="http://localhost:1/s"/></port></service>
+</definitions>"#;
+    let dir = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let v = validator(&write_wsdl(dir.path(), "t.wsdl", wsdl));
+    assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    let say = |attrs: &str| {
+        envelope(
+            SoapVersion::V11,
+            &format!("<t:text xmlns:t=\"urn:t\" {attrs}>hi</t:text>"),
+        )
+    };
+    v.check(say("xml:lang=\"de\"").as_bytes(), false).unwrap();
+    assert!(v.check(say("").as_bytes(), false).is_err());
+}
