@@ -79,13 +79,20 @@ struct RestOp {
     declarations: String,
 }
 
-/// Which operation a request was turned into (kept in the exchange for the response phase).
+/// Which operation a request was turned into, by which policy (kept in the exchange for the
+/// response phase).
 #[derive(Debug, Clone, Copy)]
-struct Called(usize);
+struct Called {
+    policy: u64,
+    op: usize,
+}
+
+static NEXT_POLICY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The compiled `wsdl2openapi` policy.
 #[derive(Debug)]
 pub struct Wsdl2OpenApi {
+    id: u64,
     prefix: String,
     ops: Vec<RestOp>,
     model: Model,
@@ -210,6 +217,7 @@ impl Wsdl2OpenApi {
         let endpoint = PathAndQuery::try_from(address_path(&port.address))
             .unwrap_or(PathAndQuery::from_static("/"));
         Ok(Wsdl2OpenApi {
+            id: NEXT_POLICY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             prefix,
             ops,
             model,
@@ -962,7 +970,9 @@ impl Policy for Wsdl2OpenApi {
                 )));
             }
         };
-        let op = &self.ops[i];
+        let Some(op) = self.ops.get(i) else {
+            return Outcome::Continue;
+        };
         let mut content = match ex
             .request_bytes()
             .filter(|b| !b.iter().all(u8::is_ascii_whitespace))
@@ -1046,12 +1056,20 @@ impl Policy for Wsdl2OpenApi {
         );
         ex.request.method = Method::POST;
         ex.extensions.insert(self.endpoint.clone());
-        ex.extensions.insert(Called(i));
+        ex.extensions.insert(Called {
+            policy: self.id,
+            op: i,
+        });
         Outcome::Continue
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        let Some(&Called(i)) = ex.extensions.get::<Called>() else {
+        let Some(op) = ex
+            .extensions
+            .get::<Called>()
+            .filter(|c| c.policy == self.id)
+            .and_then(|c| self.ops.get(c.op))
+        else {
             return Outcome::Continue;
         };
         let Some(res) = ex.response.as_ref() else {
@@ -1066,7 +1084,7 @@ impl Policy for Wsdl2OpenApi {
         }
         let status = res.status();
         let bytes = ex.response_bytes().cloned().unwrap_or_default();
-        match self.response_json(&self.ops[i], &bytes) {
+        match self.response_json(op, &bytes) {
             Ok(v) if status.is_success() => {
                 let mut r = Response::new(Body::full(v.to_string()));
                 r.headers_mut().insert(
