@@ -24,6 +24,8 @@ pub struct WsdlValidator {
     wsdl: Arc<Wsdl>,
     requests: HashSet<QName>,
     responses: HashSet<QName>,
+    /// Some operation's request (`.0`) or response (`.1`) has an empty body.
+    empty_ok: (bool, bool),
 }
 
 /// A parsed SOAP message: its document, version and the body's element children.
@@ -121,16 +123,24 @@ impl WsdlValidator {
     pub fn new(wsdl: Arc<Wsdl>, service: Option<&str>) -> Result<Self, String> {
         let mut requests = HashSet::new();
         let mut responses = HashSet::new();
+        let mut empty_ok = (false, false);
         for port in wsdl.ports(service)? {
             for op in &port.operations {
                 requests.extend(op.body_element(false));
                 responses.extend(op.body_element(true));
+                let empty = |spec: &Option<crate::wsdl::MessageSpec>| {
+                    op.style == crate::wsdl::Style::Document
+                        && spec.as_ref().is_some_and(|m| m.parts.is_empty())
+                };
+                empty_ok.0 |= empty(&op.input);
+                empty_ok.1 |= empty(&op.output);
             }
         }
         Ok(WsdlValidator {
             wsdl,
             requests,
             responses,
+            empty_ok,
         })
     }
 
@@ -139,7 +149,16 @@ impl WsdlValidator {
         let env = parse_envelope(bytes)?;
         let version = Some(env.version);
         let Some(first) = env.body.first() else {
-            return Err(("the Body is empty".into(), version));
+            let ok = if response {
+                self.empty_ok.1
+            } else {
+                self.empty_ok.0
+            };
+            return if ok {
+                Ok(())
+            } else {
+                Err(("the Body is empty".into(), version))
+            };
         };
         let q = qname(first);
         let env_ns = env.version.envelope_ns();

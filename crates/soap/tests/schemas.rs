@@ -425,3 +425,22 @@ fn the_xml_namespace_schema_ships_with_the_gateway() {
     v.check(say("xml:lang=\"de\"").as_bytes(), false).unwrap();
     assert!(v.check(say("").as_bytes(), false).is_err());
 }
+
+#[test]
+fn operations_with_empty_messages_accept_an_empty_body() {
+    let wsdl = r#"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:t="urn:t" targetNamespace="urn:t">
+  <types><xsd:schema targetNamespace="urn:t"><xsd:element name="reset" type="xsd:string"/></xsd:schema></types>
+  <message name="In"><part name="p" element="t:reset"/></message>
+  <message name="Empty"/>
+  <portType name="PT"><operation name="reset"><input message="t:In"/><output message="t:Empty"/></operation></portType>
+  <binding name="B" type="t:PT"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="reset"><input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation></binding>
+  <service name="S"><port name="P" binding="t:B"><soap:address location="http://localhost:1/s"/></port></service>
+</definitions>"#;
+    let dir = tempfile::tempdir().unwrap();
+    let v = validator(&write_wsdl(dir.path(), "e.wsdl", wsdl));
+    let empty = envelope(SoapVersion::V11, "");
+    v.check(empty.as_bytes(), true).unwrap();
+    assert!(v.check(empty.as_bytes(), false).is_err());
+}
