@@ -233,6 +233,10 @@ CASES = [
      "turnpike-proxy", "plain proxy"),
     ("jsonprot", "Case 5: jsonProtection (Membrane's defaults), `POST` Mangos",
      "turnpike-proxy", "plain proxy"),
+    ("rest2soap", "Scenario 6: REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
+     "vs plain proxy of the SOAP request (target: at least 0.65)", "turnpike-plain", "plain proxy"),
+    ("soapvalidate", "Scenario 7: SOAP proxy with xmlProtection and WSDL validation of request "
+     "and response vs plain proxy (target: at least 0.60)", "turnpike-plain", "plain proxy"),
 ]
 LABELS = {
     "turnpike": "turnpike",
@@ -251,6 +255,8 @@ LABELS = {
     "turnpike-proxy": "turnpike, plain proxy",
     "turnpike-openapi": "turnpike, validateRequests",
     "turnpike-jsonprot": "turnpike, jsonProtection",
+    "turnpike-rest2soap": "turnpike, wsdl2openapi",
+    "turnpike-validate": "turnpike, soapProxy + validation",
 }
 for _n in (1, 100):
     for _p, _l in (("plain", "no policy"), ("key", "apiKey"), ("limit", "rateLimiter"),

@@ -18,6 +18,7 @@ CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
 CASES=short,proxy,routes,openapi,jsonprot   # hidden option --cases
+CASES=short,proxy,routes,rest2soap,soapvalidate   # option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -30,6 +31,9 @@ P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
 P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
 P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
+P_TP_REST2SOAP=2003  # turnpike-rest2soap.yaml (scenario 6)
+P_TP_SOAPVAL=2004    # turnpike-soap-validate.yaml (scenario 7)
+P_TP_SOAPPLAIN=2005  # turnpike-soap-plain.yaml (baseline of 6 and 7)
 P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
 P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
 P_NGINX_SHORT=2020   # nginx-return.conf
@@ -48,6 +52,8 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --connections C    wrk connections (default $CONNECTIONS)
   --turnpike PATH    turnpike binary (default target/release/turnpike;
                      build it with: cargo build --release)
+  --cases LIST       comma-separated cases (default $CASES): short, proxy, routes,
+                     rest2soap (scenario 6), soapvalidate (scenario 7)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -100,6 +106,7 @@ IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
     case $c in short|proxy|routes|auth|matrix|tls|h2) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2)" ;; esac
     case $c in short|proxy|routes|openapi|jsonprot) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,openapi,jsonprot)" ;; esac
+    case $c in short|proxy|routes|rest2soap|soapvalidate) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,rest2soap,soapvalidate)" ;; esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -144,6 +151,14 @@ for c in openapi jsonprot; do
     if has_case $c; then
         if has_system turnpike; then
             PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
+# Scenarios 6 and 7 compare against turnpike plainly proxying the same SOAP POST to the same
+# backend in the same round.
+for c in rest2soap soapvalidate; do
+    if has_case $c; then
+        if has_system turnpike; then
+            PLAN+=($c/turnpike-plain)
+            [[ $c == rest2soap ]] && PLAN+=(rest2soap/turnpike-rest2soap)
+            [[ $c == soapvalidate ]] && PLAN+=(soapvalidate/turnpike-validate)
         else
             log "case '$c' needs turnpike: skipped"
         fi
@@ -293,6 +308,8 @@ declare -A HDR=(
     [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
     [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
     [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
+    [rest2soap/turnpike-plain]=$P_TP_SOAPPLAIN [rest2soap/turnpike-rest2soap]=$P_TP_REST2SOAP
+    [soapvalidate/turnpike-plain]=$P_TP_SOAPPLAIN [soapvalidate/turnpike-validate]=$P_TP_SOAPVAL
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -387,6 +404,8 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     local cmd pid url a0 a1
     local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
     local cmd pid url a0 a1 script=()
+    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
+    local cmd pid url a0 a1 ready_path="" script=()
     mkdir -p "$dir"
     case $pair in
         short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
@@ -411,6 +430,12 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         jsonprot/turnpike-jsonprot)
             path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
             cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-jsonprotection.yaml") ;;
+        */turnpike-plain) expect=""; path=/person-service; script=(-s "$CONFIGS/soap-request.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-plain.yaml") ;;
+        rest2soap/turnpike-rest2soap) expect=""; path=/create-person; ready_path=/api-docs
+            script=(-s "$CONFIGS/rest2soap.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-rest2soap.yaml") ;;
+        soapvalidate/turnpike-validate) expect=""; path=/person-service; ready_path="/person-service?wsdl"
+            script=(-s "$CONFIGS/soap-request.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-validate.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
     url="$scheme://127.0.0.1:$port$path"
@@ -431,6 +456,10 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     fi
+    wait_ready "$pid" "http://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir"
+
+    a0=$(backend_accepts)
+    "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
     taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
         || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"

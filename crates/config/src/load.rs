@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde_path_to_error::Segment;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::model::{ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig};
+use crate::model::{
+    ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig,
+};
 use crate::yaml::{self, Span};
 
 /// Where one YAML document came from, with the position of each of its values.
@@ -106,6 +108,8 @@ pub struct ConfigSet {
     pub gateway_origin: Option<Arc<Origin>>,
     /// Every API, in the order read.
     pub apis: Vec<Located<ApiConfig>>,
+    /// Every `soapProxy:` document, in the order read.
+    pub soap_proxies: Vec<Located<SoapProxyConfig>>,
     /// Every `global:` list, in the order read.
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
     /// Every consumer, in the order read.
@@ -295,6 +299,11 @@ impl Loader<'_> {
                 value: c,
                 origin,
                 key: "consumer".into(),
+            }),
+            Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
+                value: *p,
+                origin,
+                key: "soapProxy".into(),
             }),
             Document::Global(policies) => self.set.globals.push(Located {
                 value: policies,

@@ -1,6 +1,7 @@
 //! The request path: route → exchange → request phase → target (or the policy's answer) →
 //! response phase → client. Every error the gateway generates has the right status and a
-//! machine-readable body — problem+json, or a gRPC status for gRPC requests — and is logged.
+//! machine-readable body — problem+json, a gRPC status for gRPC requests, a SOAP fault on SOAP
+//! APIs — and is logged.
 //! WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled both ways.
 
 use std::net::SocketAddr;
@@ -12,14 +13,14 @@ use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
-use turnpike_core::exchange::ClientCertificate;
+use turnpike_core::exchange::{ClientCertificate, FixedEndpoint};
 use turnpike_core::{
     Body, BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Problem, RequestEnd,
 };
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
-use crate::snapshot::{Api, Snapshot};
+use crate::snapshot::{Api, ErrorFormat as ApiErrorFormat, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
 use crate::worker::ConnInfo;
 
@@ -34,12 +35,14 @@ pub struct RequestContext<'a> {
 }
 
 /// How the gateway's own error answers are written for a request.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum ErrorFormat {
     /// RFC 9457 problem+json.
     Problem,
     /// A gRPC "trailers-only" answer: HTTP 200 with `grpc-status` and `grpc-message`.
     Grpc,
+    /// A SOAP fault in the version of the request's `Content-Type` (SOAP APIs).
+    Soap(Option<HeaderValue>),
 }
 
 impl ErrorFormat {
@@ -55,10 +58,11 @@ impl ErrorFormat {
         }
     }
 
-    fn render(self, p: Problem) -> Response<Body> {
+    fn render(&self, p: Problem) -> Response<Body> {
         match self {
             ErrorFormat::Problem => p.into_response(),
             ErrorFormat::Grpc => grpc_error(&p),
+            ErrorFormat::Soap(ct) => ApiErrorFormat::SoapFault.render(p, ct.as_ref()),
         }
     }
 }
@@ -136,7 +140,7 @@ pub async fn serve(
 ) -> Response<Body> {
     let settings = &snap.settings;
     let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
-    let format = ErrorFormat::of(&req);
+    let mut format = ErrorFormat::of(&req);
     let version = req.version();
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
@@ -163,6 +167,9 @@ pub async fn serve(
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
 
+    if api.error_format == ApiErrorFormat::SoapFault {
+        format = ErrorFormat::Soap(req.headers().get(header::CONTENT_TYPE).cloned());
+    }
     let upgrade = is_upgrade(&req);
     let (mut parts, body) = req.into_parts();
     let client_upgrade = if upgrade {
@@ -508,9 +515,11 @@ async fn forward(
                 .with_detail(e.to_string()),
         )
     };
-    let mut uri = target
-        .upstream_uri(ex.request.uri.path_and_query())
-        .map_err(bad)?;
+    let mut uri = match ex.extensions.get::<FixedEndpoint>() {
+        Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
+        None => target.upstream_uri(ex.request.uri.path_and_query()),
+    }
+    .map_err(bad)?;
     if transport.http2 {
         // HTTP/2 carries scheme and authority as pseudo-headers: give the full URI.
         let mut p = uri.into_parts();

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
-use turnpike_config::{OpenApiSource, TargetConfig};
+use turnpike_config::{
+    ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located, OpenApiSource, PathConfig,
+    SoapProxyConfig, TargetConfig,
+};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Router, Step, TemplateScope};
+use turnpike_core::{Chain, Problem, RouteSpec, Router, Step, TemplateScope};
 use turnpike_openapi::docs::ApiDocs;
 use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
 use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
+use turnpike_soap::{Wsdl, WsdlPublisher};
 
 use crate::target::Target;
 
@@ -26,6 +29,38 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// How the problems the gateway generates for this API are rendered.
+    pub error_format: ErrorFormat,
+}
+
+/// How an API answers with the problems the gateway itself generates (a policy's `Reject`,
+/// backend unreachable or late, bodies too large): RFC 9457 problem+json for HTTP APIs, a SOAP
+/// fault for SOAP APIs (`soapProxy`), whose clients only understand faults. The one place the
+/// engine turns a [`Problem`] into a response once the API is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorFormat {
+    /// `application/problem+json`.
+    #[default]
+    ProblemJson,
+    /// A SOAP fault in the request's SOAP version (from its `Content-Type`).
+    SoapFault,
+}
+
+impl ErrorFormat {
+    /// Renders `problem`; `content_type` is the request's (read for SOAP faults only).
+    pub fn render(
+        self,
+        problem: Problem,
+        content_type: Option<&http::HeaderValue>,
+    ) -> http::Response<turnpike_core::Body> {
+        match self {
+            ErrorFormat::ProblemJson => problem.into_response(),
+            ErrorFormat::SoapFault => turnpike_soap::problem_to_fault(
+                problem,
+                turnpike_soap::SoapVersion::from_content_type(content_type),
+            ),
+        }
+    }
 }
 
 /// The routes of one listening address.
@@ -183,10 +218,20 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
-    for located in &set.apis {
+    let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
+        .soap_proxies
+        .iter()
+        .filter_map(|p| soap_proxy_api(p, &mut errors))
+        .collect();
+    let apis = set
+        .apis
+        .iter()
+        .map(|a| (a, None))
+        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+    for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
-        for (spec, api, openapi) in compile_api(located, set, &consumers, &mut errors) {
+        for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -210,6 +255,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
                 },
                 Arc::new(Api {
+                    error_format: ErrorFormat::ProblemJson,
                     name: "api-docs".into(),
                     chain: Chain::new(vec![Step {
                         policy: Box::new(docs),
@@ -326,6 +372,8 @@ fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
                 consumers: &none,
                 in_consumer_flow: true,
                 base_dir: base_dir(c),
+                wsdl: None,
+                path_prefix: "",
             };
             let mut steps = Vec::new();
             compile_flow(
@@ -344,9 +392,94 @@ fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
 }
 /// One compiled route of an API: its route, the API, and the spec it was deployed from.
 type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
+/// Turns a `soapProxy:` document into the API it stands for: path and target from the WSDL's
+/// service address (unless given), named after the service. Returns the API and its WSDL.
+fn soap_proxy_api(
+    located: &Located<SoapProxyConfig>,
+    errors: &mut ConfigErrors,
+) -> Option<(Located<ApiConfig>, Arc<Wsdl>)> {
+    let p = &located.value;
+    let wsdl = match turnpike_policies::load_wsdl(&p.wsdl, located) {
+        Ok(w) => w,
+        Err(m) => {
+            errors.push(located.error("wsdl", m));
+            return None;
+        }
+    };
+    let port = match wsdl.port(p.service_name.as_deref(), p.port_name.as_deref()) {
+        Ok(port) => port,
+        Err(m) => {
+            let key = if p.port_name.is_some() {
+                "portName"
+            } else {
+                "wsdl"
+            };
+            errors.push(located.error(key, m));
+            return None;
+        }
+    };
+    let path = p
+        .path
+        .clone()
+        .unwrap_or_else(|| turnpike_soap::publish::address_path(&port.address).to_owned());
+    let target = match &p.target {
+        Some(t) => t.clone(),
+        None => {
+            let Some(rest) = port.address.strip_prefix("http://") else {
+                errors.push(located.error(
+                    "wsdl",
+                    format!(
+                        "the service address `{}` is not an http:// URL; set `target:`",
+                        port.address
+                    ),
+                ));
+                return None;
+            };
+            let authority = rest.split('/').next().unwrap_or(rest);
+            TargetConfig {
+                url: Some(format!("http://{authority}")),
+                host: None,
+                port: None,
+                adjust_host_header: None,
+                ssl: None,
+                http2: Default::default(),
+            }
+        }
+    };
+    let name = p
+        .name
+        .clone()
+        .or_else(|| wsdl.service_of(port).map(str::to_owned));
+    let api = ApiConfig {
+        name,
+        description: p.description.clone(),
+        port: p.port,
+        ip: p.ip,
+        host: p.host.clone(),
+        method: None,
+        path: Some(PathConfig {
+            uri: path,
+            is_reg_exp: Default::default(),
+        }),
+        flow: p.flow.clone(),
+        target: Some(target),
+        ssl: None,
+        h2c: Default::default(),
+        openapi: Vec::new(),
+    };
+    Some((
+        Located {
+            value: api,
+            origin: Arc::clone(&located.origin),
+            key: located.key.clone(),
+        },
+        wsdl,
+    ))
+}
 
 fn compile_api(
     located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
@@ -354,13 +487,14 @@ fn compile_api(
     if !located.value.openapi.is_empty() {
         return compile_openapi_api(located, set, consumers, errors);
     }
-    compile_plain_api(located, set, consumers, errors)
+    compile_plain_api(located, wsdl, set, consumers, errors)
         .map(|(r, a)| vec![(r, a, None)])
         .unwrap_or_default()
 }
 
 fn compile_plain_api(
     located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
@@ -424,6 +558,10 @@ fn compile_plain_api(
     let scope = TemplateScope {
         path_params: param_names,
     };
+    let path_prefix = match &api.path {
+        Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
+        _ => "",
+    };
     let mut steps = Vec::new();
     for g in &set.globals {
         let ctx = FlowContext {
@@ -431,14 +569,26 @@ fn compile_plain_api(
             consumers,
             in_consumer_flow: false,
             base_dir: base_dir(g),
+            wsdl,
+            path_prefix: "",
         };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    if let Some(w) = wsdl {
+        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+        steps.push(Step {
+            policy: Box::new(WsdlPublisher::new(w)),
+            request: true,
+            response: false,
+        });
     }
     let ctx = FlowContext {
         scope: &scope,
         consumers,
         in_consumer_flow: false,
         base_dir: base_dir(located),
+        wsdl,
+        path_prefix,
     };
     compile_flow(
         &api.flow,
@@ -471,6 +621,11 @@ fn compile_plain_api(
             name,
             chain: Chain::new(steps),
             target,
+            error_format: if wsdl.is_some() {
+                ErrorFormat::SoapFault
+            } else {
+                ErrorFormat::ProblemJson
+            },
         },
     ))
 }
@@ -592,6 +747,8 @@ fn compile_openapi_api(
                     consumers,
                     in_consumer_flow: false,
                     base_dir: base_dir(g),
+                    wsdl: None,
+                    path_prefix: "",
                 };
                 compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
             }
@@ -600,6 +757,8 @@ fn compile_openapi_api(
                 consumers,
                 in_consumer_flow: false,
                 base_dir: base_dir(located),
+                wsdl: None,
+                path_prefix: "",
             };
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
             if requests || responses {
@@ -632,6 +791,7 @@ fn compile_openapi_api(
                     name,
                     chain: Chain::new(steps),
                     target: Some(target),
+                    error_format: ErrorFormat::ProblemJson,
                 },
                 Some(spec),
             ));

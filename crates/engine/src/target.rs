@@ -182,6 +182,16 @@ impl Target {
         &self.scheme
     }
 
+    /// The upstream request target for a fixed endpoint ([`turnpike_core::exchange::FixedEndpoint`]):
+    /// the base path alone when the target has one, else `endpoint`.
+    pub fn endpoint_uri(&self, endpoint: &PathAndQuery) -> Result<Uri, http::Error> {
+        if self.base_path.is_empty() {
+            Ok(Uri::from(endpoint.clone()))
+        } else {
+            Ok(Uri::from(PathAndQuery::try_from(self.base_path.as_str())?))
+        }
+    }
+
     /// The upstream request target (origin-form: path and query) for a request's path and query:
     /// the base path joined with the request path. Without a base path, the request's
     /// path-and-query is reused as is (no copy).

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
+use turnpike_soap::{Wsdl, Wsdl2OpenApi, WsdlValidator, XmlProtection};
 
 pub use consumers::{Consumer, Consumers};
 pub use headers::{RemoveHeader, SetHeader};
@@ -52,6 +53,11 @@ pub struct FlowContext<'a> {
     pub in_consumer_flow: bool,
     /// The folder of the config file the flow is in (relative file paths start there).
     pub base_dir: &'a Path,
+    /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
+    pub wsdl: Option<&'a Arc<Wsdl>>,
+    /// The API's path prefix (`""` when it matches every path or a template/regex), for
+    /// policies that route below it (`wsdl2openapi`).
+    pub path_prefix: &'a str,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -121,6 +127,32 @@ pub fn compile_flow<T>(
             PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::XmlProtection(c) => {
+                if dir == Direction::Response {
+                    Err(err(
+                        "",
+                        "`xmlProtection` checks requests: it cannot stand in a `response:` flow",
+                    ))
+                } else {
+                    XmlProtection::compile(c).map(|p| Box::new(p) as _)
+                }
+            }
+            PolicyConfig::Validator(c) => {
+                compile_validator(c, owner, ctx).map(|p| Box::new(p) as _)
+            }
+            PolicyConfig::Wsdl2openapi(c) => {
+                if dir != Direction::Both {
+                    Err(err(
+                        "",
+                        "`wsdl2openapi` converts both ways: put it in the top-level `flow`",
+                    ))
+                } else {
+                    load_wsdl(&c.wsdl, owner)
+                        .map_err(|m| err("wsdl", m))
+                        .and_then(|w| Wsdl2OpenApi::compile(c, w, ctx.path_prefix))
+                        .map(|p| Box::new(p) as _)
+                }
+            }
         };
         match compiled {
             Ok(policy) => steps.push(Step {
@@ -138,6 +170,40 @@ pub fn compile_flow<T>(
             }
         }
     }
+}
+
+/// The folder of the file `owner` was read from: relative WSDL locations resolve against it.
+fn base_dir<T>(owner: &Located<T>) -> std::path::PathBuf {
+    owner
+        .origin
+        .file
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Loads a WSDL named in a policy (`key` is the setting, for errors).
+pub fn load_wsdl<T>(location: &str, owner: &Located<T>) -> Result<Arc<Wsdl>, String> {
+    let loc = turnpike_soap::Location::from_config(location, &base_dir(owner));
+    Wsdl::load(&loc).map(Arc::new)
+}
+
+fn compile_validator<T>(
+    c: &turnpike_config::ValidatorPolicy,
+    owner: &Located<T>,
+    ctx: &FlowContext<'_>,
+) -> Result<WsdlValidator, CompileError> {
+    let wsdl = match (&c.wsdl, ctx.wsdl) {
+        (Some(w), _) => load_wsdl(w, owner).map_err(|m| err("wsdl", m))?,
+        (None, Some(w)) => Arc::clone(w),
+        (None, None) => {
+            return Err(err(
+                "",
+                "`validator` needs `wsdl:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
+            ))
+        }
+    };
+    WsdlValidator::new(wsdl, c.service_name.as_deref()).map_err(|m| err("serviceName", m))
 }
 
 fn dir_name(d: Direction) -> &'static str {
@@ -181,6 +247,8 @@ pub(crate) mod testutil {
             consumers: NONE.get_or_init(|| Arc::new(Consumers::default())),
             in_consumer_flow: false,
             base_dir: std::path::Path::new("."),
+            wsdl: None,
+            path_prefix: "",
         }
     }
 
