@@ -356,6 +356,56 @@ fn listener_tls(
     }
 }
 
+/// What an API's chain is compiled against.
+struct FlowParts<'a> {
+    set: &'a ConfigSet,
+    consumers: &'a Arc<Consumers>,
+    scope: &'a TemplateScope,
+    wsdl: Option<&'a Arc<Wsdl>>,
+    path_prefix: &'a str,
+}
+
+/// The steps of an API's chain: the global policies, then the gateway's own steps for this
+/// kind of API (`built_in`: OpenAPI validation, WSDL publishing), then the API's `flow`.
+fn compile_steps(
+    located: &Located<ApiConfig>,
+    parts: FlowParts<'_>,
+    built_in: Vec<Step>,
+    errors: &mut ConfigErrors,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for g in &parts.set.globals {
+        let ctx = FlowContext {
+            scope: parts.scope,
+            consumers: parts.consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            wsdl: parts.wsdl,
+            path_prefix: "",
+        };
+        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    steps.extend(built_in);
+    let ctx = FlowContext {
+        scope: parts.scope,
+        consumers: parts.consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        wsdl: parts.wsdl,
+        path_prefix: parts.path_prefix,
+    };
+    compile_flow(
+        &located.value.flow,
+        located,
+        "flow",
+        Direction::Both,
+        &ctx,
+        &mut steps,
+        errors,
+    );
+    steps
+}
+
 /// The folder of the file a value was read from.
 fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
     l.origin.file.parent().unwrap_or(std::path::Path::new("."))
@@ -562,41 +612,25 @@ fn compile_plain_api(
         Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
         _ => "",
     };
-    let mut steps = Vec::new();
-    for g in &set.globals {
-        let ctx = FlowContext {
-            scope: &scope,
-            consumers,
-            in_consumer_flow: false,
-            base_dir: base_dir(g),
-            wsdl,
-            path_prefix: "",
-        };
-        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-    }
-    if let Some(w) = wsdl {
-        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
-        steps.push(Step {
+    // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+    let built_in: Vec<Step> = wsdl
+        .map(|w| Step {
             policy: Box::new(WsdlPublisher::new(w)),
             request: true,
             response: false,
-        });
-    }
-    let ctx = FlowContext {
-        scope: &scope,
-        consumers,
-        in_consumer_flow: false,
-        base_dir: base_dir(located),
-        wsdl,
-        path_prefix,
-    };
-    compile_flow(
-        &api.flow,
+        })
+        .into_iter()
+        .collect();
+    let steps = compile_steps(
         located,
-        "flow",
-        Direction::Both,
-        &ctx,
-        &mut steps,
+        FlowParts {
+            set,
+            consumers,
+            scope: &scope,
+            wsdl,
+            path_prefix,
+        },
+        built_in,
         errors,
     );
     if errors.0.len() > before {
@@ -740,41 +774,25 @@ fn compile_openapi_api(
                 },
             };
             let scope = TemplateScope::default();
-            let mut steps = Vec::new();
-            for g in &set.globals {
-                let ctx = FlowContext {
-                    scope: &scope,
-                    consumers,
-                    in_consumer_flow: false,
-                    base_dir: base_dir(g),
-                    wsdl: None,
-                    path_prefix: "",
-                };
-                compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-            }
-            let ctx = FlowContext {
-                scope: &scope,
-                consumers,
-                in_consumer_flow: false,
-                base_dir: base_dir(located),
-                wsdl: None,
-                path_prefix: "",
-            };
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
-            if requests || responses {
-                steps.push(Step {
+            let built_in: Vec<Step> = (requests || responses)
+                .then(|| Step {
                     policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
                     request: true,
                     response: responses,
-                });
-            }
-            compile_flow(
-                &api.flow,
+                })
+                .into_iter()
+                .collect();
+            let steps = compile_steps(
                 located,
-                "flow",
-                Direction::Both,
-                &ctx,
-                &mut steps,
+                FlowParts {
+                    set,
+                    consumers,
+                    scope: &scope,
+                    wsdl: None,
+                    path_prefix: "",
+                },
+                built_in,
                 errors,
             );
             let name: Arc<str> = match &api.name {
