@@ -172,7 +172,8 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
-    /// The local OpenAPI files read (for `--watch`).
+    /// Other local files the configuration reads — OpenAPI specs, TLS certificates, keys and
+    /// truststores — so that `--watch` reloads when they change (certificate rotation).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -302,6 +303,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flatten()
         .flat_map(|s| s.files.iter().cloned())
         .collect();
+    spec_files.extend(set.apis.iter().flat_map(tls_files));
     spec_files.sort();
     spec_files.dedup();
     errors.into_result(Snapshot {
@@ -404,6 +406,29 @@ fn compile_steps(
         errors,
     );
     steps
+}
+
+/// The TLS key material files an API reads (listener and target), resolved like the loader does.
+fn tls_files(api: &Located<ApiConfig>) -> Vec<std::path::PathBuf> {
+    let dir = base_dir(api);
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(ssl) = &api.value.ssl {
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+        names.extend(
+            ssl.client_auth
+                .as_ref()
+                .map(|c| c.truststore.location.as_str()),
+        );
+    }
+    if let Some(ssl) = api.value.target.as_ref().and_then(|t| t.ssl.as_ref()) {
+        names.extend(ssl.truststore.as_ref().map(|t| t.location.as_str()));
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+    }
+    names.into_iter().map(|n| dir.join(n)).collect()
 }
 
 /// The folder of the file a value was read from.
