@@ -441,13 +441,12 @@ fn compile_openapi_api(
                 compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
             }
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
-            if requests || responses {
-                steps.push(Step {
-                    policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
-                    request: true,
-                    response: responses,
-                });
-            }
+            // Always present: it routes to the spec's operations (404/405) even without validation.
+            steps.push(Step {
+                policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                request: true,
+                response: responses,
+            });
             compile_flow(
                 &api.flow,
                 located,

@@ -299,9 +299,19 @@ async fn api_docs_list_json_yaml_and_ui() {
     assert_eq!(ui.status, 200);
     assert!(ui.text().contains("<script>") && !ui.text().contains("https://"));
     assert_eq!(get(a, "/api-docs/nope.json").await.status, 404);
-    // Both specs route on the one port; the second forwards without validation.
+    // Both specs route on the one port; the second one's paths and methods are routed (404,
+    // 405) though it validates nothing else.
     assert_eq!(get(a, "/small/ping").await.status, 200);
-    assert_eq!(get(a, "/small/anything").await.status, 200);
+    assert_eq!(get(a, "/small/ping?unknown=1").await.status, 200);
+    assert_eq!(get(a, "/small/anything").await.status, 404);
+    let r = send(
+        a,
+        req("POST", "/small/ping")
+            .body(Full::new(Bytes::from("x")))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 405);
     assert_eq!(get(a, "/shop/v2/anything").await.status, 404);
 }
 
