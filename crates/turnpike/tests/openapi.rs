@@ -326,7 +326,7 @@ async fn invalid_specs_are_load_errors_that_say_where() {
     let cfg = dir.path().join("gw.yaml");
     std::fs::write(
         &cfg,
-        "api:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequests: yes\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: https://example.org/spec.yaml\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      dir: x\n",
+        "api:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequests: yes\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: https://example.org/spec.yaml\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      dir: x\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequest: yes\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 2, maxNesting: 3}\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 0}\n  target: {host: 127.0.0.1, port: 1}\n",
     )
     .unwrap();
     let e = turnpike_engine::load_and_compile(&[cfg])
@@ -339,6 +339,12 @@ async fn invalid_specs_are_load_errors_that_say_where() {
     );
     assert!(e.contains("https locations are not supported"), "{e}");
     assert!(e.contains("exactly one of `location` and `dir`"), "{e}");
+    assert!(e.contains("unknown field `validateRequest`"), "{e}");
+    assert!(e.contains("unknown field `maxNesting`"), "{e}");
+    assert!(
+        e.contains("jsonProtection.maxDepth: must be at least 1"),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
