@@ -108,6 +108,10 @@ fn fruitshop_bodies() {
     )
     .unwrap();
     assert_eq!(errs.len(), 2, "{errs:?}");
+    // Messages quoting a huge value are cut.
+    let long = format!(r#"{{"name":"{}","price":1}}"#, "x".repeat(100_000));
+    let (_, errs) = check(&v, &mut ex("POST", p, &[JSON], &long)).unwrap();
+    assert!(errs[0].1.len() < 400, "{}", errs[0].1.len());
     // readOnly properties must not be sent.
     let (_, errs) = check(
         &v,
