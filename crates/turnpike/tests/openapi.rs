@@ -430,33 +430,29 @@ async fn jsonpath_header_from_the_body() {
     assert_eq!(seen.body, body, "the body is forwarded unchanged");
 }
 
-/// Runs schemathesis (PyPI) against the gateway validating Fruitshop requests in front of a
-/// backend that accepts everything: every invalid request must be rejected by the gateway and
-/// every valid one accepted. Skipped (with a note) only when schemathesis is not installed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schemathesis_finds_no_accepted_invalid_or_rejected_valid_request() {
+fn schemathesis_installed() -> bool {
     let st = std::process::Command::new("schemathesis")
         .arg("--version")
         .output();
-    if !st.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("NOTE: schemathesis is not installed (pip install schemathesis): test skipped");
-        return;
+    if st.as_ref().is_ok_and(|o| o.status.success()) {
+        return true;
     }
-    let backend = Backend::start().await;
-    let gw = TestGateway::start(&fruitshop_yaml(backend.port(), false));
-    let base = format!("http://{}", gw.addr());
-    let addr = gw.addr();
+    eprintln!("NOTE: schemathesis is not installed (pip install schemathesis): test skipped");
+    false
+}
+
+/// Runs schemathesis on the spec the gateway serves at `spec_url`, against `base_url`, with the
+/// two checks that matter here: every invalid request is rejected (`negative_data_rejection`)
+/// and every valid one accepted (`positive_data_acceptance`).
+async fn schemathesis(spec_url: String, base_url: String, extra: &'static [&'static str]) {
     // Its caches (.hypothesis, .schemathesis) go to a temporary folder, not into the repo.
     let cwd = tempfile::tempdir().unwrap();
     let cwd_path = cwd.path().to_owned();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new("schemathesis")
             .current_dir(&cwd_path)
+            .args(["run", &spec_url, "--url", &base_url])
             .args([
-                "run",
-                &format!("{base}/api-docs/fruit-shop-api-v2-2-0.json"),
-                "--url",
-                &format!("http://{addr}/shop/v2"),
                 "--checks",
                 "negative_data_rejection,positive_data_acceptance",
                 "--phases",
@@ -468,11 +464,8 @@ async fn schemathesis_finds_no_accepted_invalid_or_rejected_valid_request() {
                 "--workers",
                 "2",
                 "--no-color",
-                // Multipart bodies and the Authorization header are not validated (OpenAPI
-                // says to ignore Authorization parameters).
-                "--exclude-path-regex",
-                "/image$",
             ])
+            .args(extra)
             .env_remove("SCHEMATHESIS_HOOKS")
             .output()
             .unwrap()
@@ -485,4 +478,84 @@ async fn schemathesis_finds_no_accepted_invalid_or_rejected_valid_request() {
         out.status.success(),
         "schemathesis failed:\n{stdout}\n{stderr}"
     );
+}
+
+/// Fruitshop validated by the gateway in front of a backend that accepts everything.
+/// Skipped (with a note) only when schemathesis is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_accepted_invalid_or_rejected_valid_request() {
+    if !schemathesis_installed() {
+        return;
+    }
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&fruitshop_yaml(backend.port(), false));
+    let a = gw.addr();
+    // Multipart bodies and the Authorization header (OpenAPI says to ignore Authorization
+    // parameters) of the image upload are not validated.
+    schemathesis(
+        format!("http://{a}/api-docs/fruit-shop-api-v2-2-0.json"),
+        format!("http://{a}/shop/v2"),
+        &["--exclude-path-regex", "/image$"],
+    )
+    .await;
+}
+
+const STYLES: &str = r##"openapi: 3.0.3
+info: { title: Styles, version: "1" }
+servers: [ { url: /s } ]
+paths:
+  /items/{id}:
+    parameters:
+      - { name: id, in: path, required: true, schema: { type: integer, format: int32, minimum: 1 } }
+    get:
+      parameters:
+        - { name: tags, in: query, schema: { type: array, items: { type: string, enum: [a, b, c] } } }
+        - { name: csv, in: query, explode: false, schema: { type: array, items: { type: integer } } }
+        - { name: limit, in: query, required: true, schema: { type: integer, minimum: 1, maximum: 100 } }
+        - { name: flag, in: query, schema: { type: boolean } }
+        - { name: X-Trace, in: header, required: true, schema: { type: string, pattern: "^[0-9a-f]{4,8}$" } }
+        - { name: ratio, in: query, schema: { type: number, exclusiveMinimum: true, minimum: 0, nullable: true } }
+        - { name: sid, in: cookie, schema: { type: integer } }
+      responses: { "200": { description: ok } }
+    put:
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [name, kind]
+              properties:
+                name: { type: string, minLength: 1, maxLength: 10 }
+                note: { type: string, nullable: true }
+                score: { type: number, minimum: 0, exclusiveMinimum: true }
+                when: { type: string, format: date-time }
+                kind: { type: string, enum: [x, y] }
+                tags: { type: array, items: { type: integer }, maxItems: 3, uniqueItems: true }
+      responses: { "204": { description: done } }
+"##;
+
+/// Parameter styles, types, headers, cookies, 3.0 keywords and formats under schemathesis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_on_parameter_styles_and_3_0_keywords() {
+    if !schemathesis_installed() {
+        return;
+    }
+    let backend = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("styles.yaml"), STYLES).unwrap();
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  openapi:\n    - location: {}\n      validateRequests: yes\n  target:\n    url: http://127.0.0.1:{}\n",
+        dir.path().join("styles.yaml").display(),
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let a = gw.addr();
+    schemathesis(
+        format!("http://{a}/api-docs/styles-v1.json"),
+        format!("http://{a}/s"),
+        &[],
+    )
+    .await;
 }
