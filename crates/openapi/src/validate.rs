@@ -74,7 +74,7 @@ fn shorten(mut m: String) -> String {
             end -= 1;
         }
         m.truncate(end);
-        m.push_str("…");
+        m.push('…');
     }
     m
 }
