@@ -47,6 +47,7 @@ pub struct Chain {
     body_need: BodyNeed,
     response_body_need: BodyNeed,
     has_response_steps: bool,
+    response_needs_request: bool,
     /// Indexes of the request steps that inspect the body while it is read.
     inspecting: Vec<usize>,
 }
@@ -67,6 +68,9 @@ impl Chain {
             .max()
             .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
+        let response_needs_request = steps
+            .iter()
+            .any(|s| s.response && s.policy.response_needs_request());
         let inspecting = if body_need == BodyNeed::Buffer {
             steps
                 .iter()
@@ -82,6 +86,7 @@ impl Chain {
             body_need,
             response_body_need,
             has_response_steps,
+            response_needs_request,
             inspecting,
         }
     }
@@ -107,6 +112,11 @@ impl Chain {
     /// What the response phase needs of the response body (computed once).
     pub fn response_body_need(&self) -> BodyNeed {
         self.response_body_need
+    }
+
+    /// True when a response step reads the request (see [`Policy::response_needs_request`]).
+    pub fn response_needs_request(&self) -> bool {
+        self.response_needs_request
     }
 
     /// True when no step has a response phase (the engine then skips it).

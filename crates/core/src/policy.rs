@@ -53,6 +53,13 @@ pub trait Policy: Send + Sync + 'static {
         BodyNeed::None
     }
 
+    /// True when the response phase reads the request (its headers, method or URI). When no
+    /// response step of a chain does, the engine hands the request head to the backend without
+    /// keeping a copy. Called once; the safe default is `true`.
+    fn response_needs_request(&self) -> bool {
+        true
+    }
+
     /// A checker fed with each chunk of the request body while the engine reads it into memory
     /// (only when the chain buffers the body). Its first error stops reading and answers the
     /// request with that problem before the request phase runs: a policy such as

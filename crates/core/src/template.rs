@@ -2,7 +2,10 @@
 //! Parsed once at load time; an unknown placeholder is a load error.
 //!
 //! Placeholders: `${path.NAME}` (a path parameter of the API's template), `${header.NAME}`,
-//! `${query.NAME}`, `${method}`, `${client.ip}`. With the `jsonpath` language
+//! `${query.NAME}`, `${method}`, `${client.ip}`, `${client.certSubject}` (the verified client
+//! certificate's subject, with mutual TLS), `${consumer.name}` (set by an auth policy),
+//! `${jwt.CLAIM}` (a claim of the verified JWT), `${env.NAME}` (read once, at load time).
+//! With the `jsonpath` language
 //! ([`Template::parse_jsonpath`]) every placeholder is an RFC 9535 JSONPath expression on the
 //! message's JSON body: `${$.person.firstName}`.
 
@@ -29,6 +32,9 @@ enum Part {
     Query(String),
     Method,
     ClientIp,
+    ClientCertSubject,
+    ConsumerName,
+    JwtClaim(String),
     JsonPath(Box<JsonPathExpr>),
 }
 
@@ -57,7 +63,16 @@ impl Template {
         if !rest.is_empty() {
             parts.push(Part::Lit(rest.to_owned()));
         }
-        Ok(Template { parts })
+        // `${env.X}` became text: join neighbouring literals so that a template without
+        // per-request placeholders stays a literal.
+        let mut merged: Vec<Part> = Vec::with_capacity(parts.len());
+        for p in parts {
+            match (merged.last_mut(), p) {
+                (Some(Part::Lit(a)), Part::Lit(b)) => a.push_str(&b),
+                (_, p) => merged.push(p),
+            }
+        }
+        Ok(Template { parts: merged })
     }
 
     /// Parses `src` whose placeholders are JSONPath expressions (`${$.a.b}`), compiled now.
@@ -121,6 +136,23 @@ impl Template {
         if name == "client.ip" {
             return Ok(Part::ClientIp);
         }
+        if name == "client.certSubject" {
+            return Ok(Part::ClientCertSubject);
+        }
+        if name == "consumer.name" {
+            return Ok(Part::ConsumerName);
+        }
+        if let Some(c) = name.strip_prefix("jwt.") {
+            if c.is_empty() {
+                return Err(format!("`${{{name}}}`: missing claim name"));
+            }
+            return Ok(Part::JwtClaim(c.to_owned()));
+        }
+        if let Some(e) = name.strip_prefix("env.") {
+            return std::env::var(e)
+                .map(Part::Lit)
+                .map_err(|_| format!("`${{{name}}}`: environment variable `{e}` is not set"));
+        }
         if let Some(p) = name.strip_prefix("path.") {
             return scope
                 .path_params
@@ -150,7 +182,7 @@ impl Template {
             return Ok(Part::Query(q.to_owned()));
         }
         Err(format!(
-            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}})"
+            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
         ))
     }
 
@@ -191,6 +223,24 @@ impl Template {
                 }
                 Part::Method => out.push_str(ex.request.method.as_str()),
                 Part::ClientIp => out.push_str(&ex.client.ip().to_string()),
+                Part::ClientCertSubject => {
+                    if let Some(c) = ex.extensions.get::<crate::exchange::ClientCertificate>() {
+                        out.push_str(&c.subject);
+                    }
+                }
+                Part::ConsumerName => {
+                    if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
+                        out.push_str(c);
+                    }
+                }
+                Part::JwtClaim(c) => {
+                    if let Some(v) = ex.identity().and_then(|i| i.claims.as_ref()?.get(c)) {
+                        match v {
+                            serde_json::Value::String(s) => out.push_str(s),
+                            other => out.push_str(&other.to_string()),
+                        }
+                    }
+                }
                 Part::JsonPath(p) => {
                     let v = match msg {
                         Message::Request => json::cached_request_json(ex),
@@ -239,6 +289,31 @@ mod tests {
     }
 
     #[test]
+    fn identity_and_env() {
+        std::env::set_var("TURNPIKE_TEMPLATE_TEST", "prod");
+        let t = Template::parse(
+            "${env.TURNPIKE_TEMPLATE_TEST}/${consumer.name}/${jwt.sub}/${jwt.n}",
+            &TemplateScope::default(),
+        )
+        .unwrap();
+        let mut ex = exchange("GET", "/", &[]);
+        assert_eq!(t.render(&ex), "prod///");
+        let claims: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"sub":"alice","n":3}"#).unwrap();
+        ex.extensions.insert(crate::exchange::Identity {
+            consumer: Some("acme".into()),
+            claims: Some(std::sync::Arc::new(claims)),
+            ..Default::default()
+        });
+        assert_eq!(t.render(&ex), "prod/acme/alice/3");
+        let lit = Template::parse("a${env.TURNPIKE_TEMPLATE_TEST}b", &TemplateScope::default());
+        assert_eq!(lit.unwrap().as_literal(), Some("aprodb"));
+        assert!(
+            Template::parse("${env.TURNPIKE_SURELY_UNSET}", &TemplateScope::default()).is_err()
+        );
+    }
+
+    #[test]
     fn literal_fast_path() {
         let t = Template::parse("plain", &TemplateScope::default()).unwrap();
         assert_eq!(t.as_literal(), Some("plain"));
@@ -257,5 +332,25 @@ mod tests {
         assert!(Template::parse("${method", &s)
             .unwrap_err()
             .contains("unclosed"));
+    }
+}
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::exchange::tests::exchange;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics(s in "\\PC{0,80}") {
+            let _ = Template::parse(&s, &TemplateScope { path_params: vec!["id".into()] });
+        }
+
+        #[test]
+        fn text_without_placeholders_renders_as_itself(s in "[^$]{0,80}") {
+            let t = Template::parse(&s, &TemplateScope::default()).unwrap();
+            let ex = exchange("GET", "/", &[]);
+            prop_assert_eq!(t.render(&ex), s);
+        }
     }
 }

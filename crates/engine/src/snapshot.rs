@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
-use turnpike_config::{OpenApiSource, TargetConfig};
+use turnpike_config::{
+    ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located, OpenApiSource, PathConfig,
+    SoapProxyConfig, TargetConfig,
+};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Router, Step, TemplateScope};
+use turnpike_core::{Chain, Problem, RouteSpec, Router, Step, TemplateScope};
 use turnpike_openapi::docs::ApiDocs;
 use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
-use turnpike_policies::{answers_itself, compile_flow, Direction, FlowContext};
+use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
+use turnpike_soap::{Wsdl, WsdlPublisher};
 
 use crate::target::Target;
 
@@ -26,13 +29,71 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// How the problems the gateway generates for this API are rendered.
+    pub error_format: ErrorFormat,
+}
+
+/// How an API answers with the problems the gateway itself generates (a policy's `Reject`,
+/// backend unreachable or late, bodies too large): RFC 9457 problem+json for HTTP APIs, a SOAP
+/// fault for SOAP APIs (`soapProxy`), whose clients only understand faults. The one place the
+/// engine turns a [`Problem`] into a response once the API is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorFormat {
+    /// `application/problem+json`.
+    #[default]
+    ProblemJson,
+    /// A SOAP fault in the request's SOAP version (from its `Content-Type`).
+    SoapFault,
+}
+
+impl ErrorFormat {
+    /// Renders `problem`; `content_type` is the request's (read for SOAP faults only).
+    pub fn render(
+        self,
+        problem: Problem,
+        content_type: Option<&http::HeaderValue>,
+    ) -> http::Response<turnpike_core::Body> {
+        match self {
+            ErrorFormat::ProblemJson => problem.into_response(),
+            ErrorFormat::SoapFault => turnpike_soap::problem_to_fault(
+                problem,
+                turnpike_soap::SoapVersion::from_content_type(content_type),
+            ),
+        }
+    }
 }
 
 /// The routes of one listening address.
-#[derive(Debug)]
 pub struct ListenerRoutes {
     /// The matcher over the APIs of this address.
     pub router: Router<Arc<Api>>,
+    /// TLS, when the APIs of this address have `ssl:` (certificates chosen by SNI).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Accept cleartext HTTP/2 with prior knowledge.
+    pub h2c: bool,
+}
+
+impl std::fmt::Debug for ListenerRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerRoutes")
+            .field("routes", &self.router.len())
+            .field("tls", &self.tls.is_some())
+            .field("h2c", &self.h2c)
+            .finish()
+    }
+}
+
+/// HTTP/2 limits, with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Concurrent streams per client connection.
+    pub max_concurrent_streams: u32,
+    /// Initial stream window.
+    pub initial_stream_window_size: u32,
+    /// Initial connection window.
+    pub initial_connection_window_size: u32,
+    /// Largest header list.
+    pub max_header_list_size: u32,
 }
 
 /// Process-level settings, with defaults applied.
@@ -58,6 +119,8 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_timeout: Duration,
+    /// HTTP/2 limits.
+    pub http2: Http2Limits,
 }
 
 impl Settings {
@@ -81,6 +144,23 @@ impl Settings {
             header_read_timeout: d(t.header_read, 30),
             upstream_idle_timeout: d(t.upstream_idle, 90),
             shutdown_timeout: d(t.shutdown, 30),
+            http2: {
+                let h = g.http2.clone().unwrap_or_default();
+                let max_header = limits.max_header_size.map_or(64 << 10, |s| s.0);
+                Http2Limits {
+                    max_concurrent_streams: h.max_concurrent_streams.unwrap_or(256),
+                    initial_stream_window_size: h
+                        .initial_stream_window_size
+                        .map_or(1 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    initial_connection_window_size: h
+                        .initial_connection_window_size
+                        .map_or(4 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    max_header_list_size: h
+                        .max_header_list_size
+                        .map_or(max_header, |s| s.0)
+                        .min(u32::MAX as u64) as u32,
+                }
+            },
         }
     }
 }
@@ -133,12 +213,25 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
     }
+    let consumers = Arc::new(compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
+    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
     let mut order: Vec<SocketAddr> = Vec::new();
-    for located in &set.apis {
+    let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
+        .soap_proxies
+        .iter()
+        .filter_map(|p| soap_proxy_api(p, &mut errors))
+        .collect();
+    let apis = set
+        .apis
+        .iter()
+        .map(|a| (a, None))
+        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+    for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
-        for (spec, api, openapi) in compile_api(located, set, &mut errors) {
+        apis_at.entry(addr).or_default().push(located);
+        for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -162,6 +255,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
                 },
                 Arc::new(Api {
+                    error_format: ErrorFormat::ProblemJson,
                     name: "api-docs".into(),
                     chain: Chain::new(vec![Step {
                         policy: Box::new(docs),
@@ -176,9 +270,20 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut listeners = HashMap::new();
     for addr in order {
         let routes = by_addr.remove(&addr).unwrap_or_default();
+        let apis = apis_at.remove(&addr).unwrap_or_default();
+        let tls = listener_tls(addr, &apis, &mut errors);
+        let h2c = apis.iter().any(|a| a.value.h2c.0);
+        if h2c && tls.is_some() {
+            if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
+                errors.push(a.error(
+                    "h2c",
+                    "h2c is cleartext HTTP/2; on a TLS port HTTP/2 is negotiated with ALPN",
+                ));
+            }
+        }
         match Router::build(routes) {
             Ok(router) => {
-                listeners.insert(addr, ListenerRoutes { router });
+                listeners.insert(addr, ListenerRoutes { router, tls, h2c });
             }
             // Paths were validated per API already; this is a safety net.
             Err((_, msg)) => errors.push(turnpike_config::ConfigError::new(
@@ -206,25 +311,192 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// Builds the TLS config of one listening address from its APIs' `ssl:` settings.
+fn listener_tls(
+    addr: SocketAddr,
+    apis: &[&Located<ApiConfig>],
+    errors: &mut ConfigErrors,
+) -> Option<Arc<rustls::ServerConfig>> {
+    let with: Vec<(&Located<ApiConfig>, &turnpike_config::SslConfig)> = apis
+        .iter()
+        .filter_map(|a| a.value.ssl.as_ref().map(|ssl| (*a, ssl)))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    if let Some(plain) = apis.iter().find(|a| a.value.ssl.is_none()) {
+        errors.push(plain.error(
+            "",
+            format!(
+                "port {} mixes TLS and plain APIs: give this API `ssl:` too, or use another port",
+                addr.port()
+            ),
+        ));
+        return None;
+    }
+    let sites: Vec<turnpike_tls::SiteCert<'_>> = with
+        .iter()
+        .map(|(a, ssl)| turnpike_tls::SiteCert {
+            hosts: a
+                .value
+                .host
+                .as_deref()
+                .map(|h| h.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default(),
+            ssl,
+            base: base_dir(a),
+        })
+        .collect();
+    match turnpike_tls::server_config(&sites) {
+        Ok(cfg) => Some(cfg),
+        Err((i, msg)) => {
+            errors.push(with[i.min(with.len() - 1)].0.error("ssl", msg));
+            None
+        }
+    }
+}
+
+/// The folder of the file a value was read from.
+fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
+    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
+    let none = Arc::new(Consumers::default());
+    let scope = TemplateScope::default();
+    Consumers::compile(
+        &set.consumers,
+        |c, errors| {
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers: &none,
+                in_consumer_flow: true,
+                base_dir: base_dir(c),
+                wsdl: None,
+                path_prefix: "",
+            };
+            let mut steps = Vec::new();
+            compile_flow(
+                &c.value.flow,
+                c,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            Chain::new(steps)
+        },
+        errors,
+    )
+}
 /// One compiled route of an API: its route, the API, and the spec it was deployed from.
 type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
+/// Turns a `soapProxy:` document into the API it stands for: path and target from the WSDL's
+/// service address (unless given), named after the service. Returns the API and its WSDL.
+fn soap_proxy_api(
+    located: &Located<SoapProxyConfig>,
+    errors: &mut ConfigErrors,
+) -> Option<(Located<ApiConfig>, Arc<Wsdl>)> {
+    let p = &located.value;
+    let wsdl = match turnpike_policies::load_wsdl(&p.wsdl, located) {
+        Ok(w) => w,
+        Err(m) => {
+            errors.push(located.error("wsdl", m));
+            return None;
+        }
+    };
+    let port = match wsdl.port(p.service_name.as_deref(), p.port_name.as_deref()) {
+        Ok(port) => port,
+        Err(m) => {
+            let key = if p.port_name.is_some() {
+                "portName"
+            } else {
+                "wsdl"
+            };
+            errors.push(located.error(key, m));
+            return None;
+        }
+    };
+    let path = p
+        .path
+        .clone()
+        .unwrap_or_else(|| turnpike_soap::publish::address_path(&port.address).to_owned());
+    let target = match &p.target {
+        Some(t) => t.clone(),
+        None => {
+            let Some(rest) = port.address.strip_prefix("http://") else {
+                errors.push(located.error(
+                    "wsdl",
+                    format!(
+                        "the service address `{}` is not an http:// URL; set `target:`",
+                        port.address
+                    ),
+                ));
+                return None;
+            };
+            let authority = rest.split('/').next().unwrap_or(rest);
+            TargetConfig {
+                url: Some(format!("http://{authority}")),
+                host: None,
+                port: None,
+                adjust_host_header: None,
+                ssl: None,
+                http2: Default::default(),
+            }
+        }
+    };
+    let name = p
+        .name
+        .clone()
+        .or_else(|| wsdl.service_of(port).map(str::to_owned));
+    let api = ApiConfig {
+        name,
+        description: p.description.clone(),
+        port: p.port,
+        ip: p.ip,
+        host: p.host.clone(),
+        method: None,
+        path: Some(PathConfig {
+            uri: path,
+            is_reg_exp: Default::default(),
+        }),
+        flow: p.flow.clone(),
+        target: Some(target),
+        ssl: None,
+        h2c: Default::default(),
+        openapi: Vec::new(),
+    };
+    Some((
+        Located {
+            value: api,
+            origin: Arc::clone(&located.origin),
+            key: located.key.clone(),
+        },
+        wsdl,
+    ))
+}
 
 fn compile_api(
     located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
+    consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
     if !located.value.openapi.is_empty() {
-        return compile_openapi_api(located, set, errors);
+        return compile_openapi_api(located, set, consumers, errors);
     }
-    compile_plain_api(located, set, errors)
+    compile_plain_api(located, wsdl, set, consumers, errors)
         .map(|(r, a)| vec![(r, a, None)])
         .unwrap_or_default()
 }
 
 fn compile_plain_api(
     located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
+    consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
 ) -> Option<(RouteSpec, Api)> {
     let api = &located.value;
@@ -266,7 +538,7 @@ fn compile_plain_api(
         }
     };
     let target = match &api.target {
-        Some(t) => match Target::compile(t) {
+        Some(t) => match Target::compile(t, base_dir(located)) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
@@ -286,11 +558,38 @@ fn compile_plain_api(
     let scope = TemplateScope {
         path_params: param_names,
     };
-    let ctx = FlowContext { scope: &scope };
+    let path_prefix = match &api.path {
+        Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
+        _ => "",
+    };
     let mut steps = Vec::new();
     for g in &set.globals {
+        let ctx = FlowContext {
+            scope: &scope,
+            consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            wsdl,
+            path_prefix: "",
+        };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
+    if let Some(w) = wsdl {
+        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+        steps.push(Step {
+            policy: Box::new(WsdlPublisher::new(w)),
+            request: true,
+            response: false,
+        });
+    }
+    let ctx = FlowContext {
+        scope: &scope,
+        consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        wsdl,
+        path_prefix,
+    };
     compile_flow(
         &api.flow,
         located,
@@ -322,6 +621,11 @@ fn compile_plain_api(
             name,
             chain: Chain::new(steps),
             target,
+            error_format: if wsdl.is_some() {
+                ErrorFormat::SoapFault
+            } else {
+                ErrorFormat::ProblemJson
+            },
         },
     ))
 }
@@ -386,6 +690,7 @@ fn spec_sources(
 fn compile_openapi_api(
     located: &Located<ApiConfig>,
     set: &ConfigSet,
+    consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
     let api = &located.value;
@@ -404,7 +709,7 @@ fn compile_openapi_api(
     }
     let hosts = api_hosts(located, errors);
     let target = match &api.target {
-        Some(t) => match Target::compile(t) {
+        Some(t) => match Target::compile(t, base_dir(located)) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
@@ -435,11 +740,26 @@ fn compile_openapi_api(
                 },
             };
             let scope = TemplateScope::default();
-            let ctx = FlowContext { scope: &scope };
             let mut steps = Vec::new();
             for g in &set.globals {
+                let ctx = FlowContext {
+                    scope: &scope,
+                    consumers,
+                    in_consumer_flow: false,
+                    base_dir: base_dir(g),
+                    wsdl: None,
+                    path_prefix: "",
+                };
                 compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
             }
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers,
+                in_consumer_flow: false,
+                base_dir: base_dir(located),
+                wsdl: None,
+                path_prefix: "",
+            };
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
             // Always present: it routes to the spec's operations (404/405) even without validation.
             steps.push(Step {
@@ -470,6 +790,7 @@ fn compile_openapi_api(
                     name,
                     chain: Chain::new(steps),
                     target: Some(target),
+                    error_format: ErrorFormat::ProblemJson,
                 },
                 Some(spec),
             ));
@@ -498,12 +819,17 @@ fn server_target(spec: &Spec) -> Result<Target, String> {
             &url[..end]
         })
         .unwrap_or(url);
-    Target::compile(&TargetConfig {
-        url: Some(origin.to_owned()),
-        host: None,
-        port: None,
-        adjust_host_header: None,
-    })
+    Target::compile(
+        &TargetConfig {
+            url: Some(origin.to_owned()),
+            host: None,
+            port: None,
+            adjust_host_header: None,
+            ssl: None,
+            http2: turnpike_config::units::Flag(false),
+        },
+        std::path::Path::new("."),
+    )
     .map_err(|(_, m)| {
         format!("the spec's server `{url}` cannot be the target ({m}); add a `target:`")
     })

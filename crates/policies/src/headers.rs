@@ -184,6 +184,10 @@ impl Policy for RemoveHeader {
         "removeHeader"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         ex.request.headers.remove(&self.name);
         Outcome::Continue
@@ -213,7 +217,7 @@ mod tests {
                 if_absent: Flag(if_absent),
                 language: None,
             },
-            &FlowContext { scope: &scope },
+            &crate::testutil::ctx(&scope),
         )
         .unwrap()
     }
@@ -260,7 +264,7 @@ mod tests {
     #[test]
     fn bad_names_and_values_fail_to_compile() {
         let scope = TemplateScope::default();
-        let ctx = FlowContext { scope: &scope };
+        let ctx = crate::testutil::ctx(&scope);
         let bad = |n: &str, v: &str| {
             SetHeader::compile(
                 &SetHeaderPolicy {
@@ -288,7 +292,7 @@ mod tests {
                 if_absent: Flag(false),
                 language: Some(ExpressionLanguage::JsonPath),
             },
-            &FlowContext { scope: &scope },
+            &crate::testutil::ctx(&scope),
         )
         .unwrap();
         assert_eq!(p.body_need(), BodyNeed::Buffer);
@@ -307,7 +311,7 @@ mod tests {
                 if_absent: Flag(false),
                 language: Some(ExpressionLanguage::JsonPath),
             },
-            &FlowContext { scope: &scope },
+            &crate::testutil::ctx(&scope),
         );
         assert_eq!(bad.unwrap_err().0, "value");
     }

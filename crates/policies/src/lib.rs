@@ -2,15 +2,27 @@
 //! is loaded) and its request/response behaviour. [`compile_flow`] turns a configured flow into
 //! chain steps, rejecting every setting the policy does not implement.
 
+pub mod access_control;
+pub mod auth;
+pub mod consumers;
+pub mod cors;
 mod headers;
 mod json_protection;
+pub mod rate_limit;
 mod respond;
+pub mod rewriter;
+pub mod size_limit;
 mod static_body;
+
+use std::path::Path;
+use std::sync::Arc;
 
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
+use turnpike_soap::{Wsdl, Wsdl2OpenApi, WsdlValidator, XmlProtection};
 
+pub use consumers::{Consumer, Consumers};
 pub use headers::{RemoveHeader, SetHeader};
 pub use json_protection::{
     JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,
@@ -34,6 +46,18 @@ pub enum Direction {
 pub struct FlowContext<'a> {
     /// What templates may refer to.
     pub scope: &'a TemplateScope,
+    /// Every consumer (auth policies identify callers among them).
+    pub consumers: &'a Arc<Consumers>,
+    /// True while compiling a consumer's own flow (auth policies are not allowed there, and
+    /// `rateLimiter` counts per consumer by default).
+    pub in_consumer_flow: bool,
+    /// The folder of the config file the flow is in (relative file paths start there).
+    pub base_dir: &'a Path,
+    /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
+    pub wsdl: Option<&'a Arc<Wsdl>>,
+    /// The API's path prefix (`""` when it matches every path or a template/regex), for
+    /// policies that route below it (`wsdl2openapi`).
+    pub path_prefix: &'a str,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -89,7 +113,46 @@ pub fn compile_flow<T>(
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::BasicAuthentication(_) | PolicyConfig::ApiKey(_) | PolicyConfig::JwtAuth(_)
+                if ctx.in_consumer_flow =>
+            {
+                Err((String::new(), "authentication policies cannot stand in a consumer's flow (it runs after authentication)".into()))
+            }
+            PolicyConfig::BasicAuthentication(c) => auth::basic::BasicAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::ApiKey(c) => auth::api_key::ApiKey::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::JwtAuth(c) => auth::jwt::JwtAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::RateLimiter(c) => rate_limit::RateLimiter::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::Cors(c) => cors::Cors::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::XmlProtection(c) => {
+                if dir == Direction::Response {
+                    Err(err(
+                        "",
+                        "`xmlProtection` checks requests: it cannot stand in a `response:` flow",
+                    ))
+                } else {
+                    XmlProtection::compile(c).map(|p| Box::new(p) as _)
+                }
+            }
+            PolicyConfig::Validator(c) => {
+                compile_validator(c, owner, ctx).map(|p| Box::new(p) as _)
+            }
+            PolicyConfig::Wsdl2openapi(c) => {
+                if dir != Direction::Both {
+                    Err(err(
+                        "",
+                        "`wsdl2openapi` converts both ways: put it in the top-level `flow`",
+                    ))
+                } else {
+                    load_wsdl(&c.wsdl, owner)
+                        .map_err(|m| err("wsdl", m))
+                        .and_then(|w| Wsdl2OpenApi::compile(c, w, ctx.path_prefix))
+                        .map(|p| Box::new(p) as _)
+                }
+            }
         };
         match compiled {
             Ok(policy) => steps.push(Step {
@@ -107,6 +170,40 @@ pub fn compile_flow<T>(
             }
         }
     }
+}
+
+/// The folder of the file `owner` was read from: relative WSDL locations resolve against it.
+fn base_dir<T>(owner: &Located<T>) -> std::path::PathBuf {
+    owner
+        .origin
+        .file
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Loads a WSDL named in a policy (`key` is the setting, for errors).
+pub fn load_wsdl<T>(location: &str, owner: &Located<T>) -> Result<Arc<Wsdl>, String> {
+    let loc = turnpike_soap::Location::from_config(location, &base_dir(owner));
+    Wsdl::load(&loc).map(Arc::new)
+}
+
+fn compile_validator<T>(
+    c: &turnpike_config::ValidatorPolicy,
+    owner: &Located<T>,
+    ctx: &FlowContext<'_>,
+) -> Result<WsdlValidator, CompileError> {
+    let wsdl = match (&c.wsdl, ctx.wsdl) {
+        (Some(w), _) => load_wsdl(w, owner).map_err(|m| err("wsdl", m))?,
+        (None, Some(w)) => Arc::clone(w),
+        (None, None) => {
+            return Err(err(
+                "",
+                "`validator` needs `wsdl:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
+            ))
+        }
+    };
+    WsdlValidator::new(wsdl, c.service_name.as_deref()).map_err(|m| err("serviceName", m))
 }
 
 fn dir_name(d: Direction) -> &'static str {
@@ -136,6 +233,25 @@ pub(crate) fn err(key: &str, msg: impl Into<String>) -> CompileError {
 
 #[cfg(test)]
 pub(crate) mod testutil {
+    use std::sync::{Arc, OnceLock};
+
+    use turnpike_core::TemplateScope;
+
+    use crate::{Consumers, FlowContext};
+
+    /// A compile context without consumers, for unit tests.
+    pub fn ctx(scope: &TemplateScope) -> FlowContext<'_> {
+        static NONE: OnceLock<Arc<Consumers>> = OnceLock::new();
+        FlowContext {
+            scope,
+            consumers: NONE.get_or_init(|| Arc::new(Consumers::default())),
+            in_consumer_flow: false,
+            base_dir: std::path::Path::new("."),
+            wsdl: None,
+            path_prefix: "",
+        }
+    }
+
     use std::net::SocketAddr;
 
     use turnpike_core::exchange::PathParams;

@@ -1,0 +1,29 @@
+//! Turnpike's SOAP and XML support: `xmlProtection` (one streaming pass, entities never
+//! expanded), WSDL loading with its XML Schemas compiled by libxml2, the `validator` for SOAP
+//! 1.1/1.2 messages, SOAP faults, what a `soapProxy` needs (the WSDL publisher), and
+//! `wsdl2openapi` (REST/JSON in front of SOAP, with an XSD type model in [`xsd`]).
+//!
+//! Everything here is compiled once when a configuration is loaded; libxml2 objects, which are
+//! not thread-safe, live in per-worker thread-local caches (see [`schema`]).
+
+pub mod fault;
+pub mod fetch;
+pub mod protection;
+pub mod publish;
+pub mod rest;
+pub mod schema;
+pub mod validator;
+pub mod wsdl;
+pub mod xml;
+pub mod xsd;
+
+pub use fault::{fault_response, problem_to_fault, FaultCode};
+pub use fetch::Location;
+pub use protection::XmlProtection;
+pub use publish::WsdlPublisher;
+pub use rest::Wsdl2OpenApi;
+pub use validator::WsdlValidator;
+pub use wsdl::{SoapVersion, Wsdl};
+
+/// A compile error: the key below the policy (empty for the policy itself) and the message.
+pub type CompileError = (String, String);

@@ -1,0 +1,404 @@
+//! `xmlProtection`: checks an XML body in one streaming pass (quick-xml events, no tree) against
+//! size, depth, name, attribute and text limits. Entities are never expanded: a reference to
+//! anything but the five predefined entities or a character reference rejects the message. A
+//! DTD is cut out of the message (`removeDTD: true`, the default) or rejects it.
+
+use std::borrow::Cow;
+
+use http::{header, HeaderValue, StatusCode};
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use turnpike_config::XmlProtectionPolicy;
+use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Policy, Problem};
+
+use crate::CompileError;
+
+/// The limits `xmlProtection` enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Most attributes on one element (namespace declarations count).
+    pub max_attribute_count: usize,
+    /// Longest element name (with its prefix), in bytes.
+    pub max_element_name_length: usize,
+    /// Deepest element nesting.
+    pub max_depth: usize,
+    /// Largest message, in bytes (`None`: the gateway's body limit applies).
+    pub max_size: Option<u64>,
+    /// Longest run of character data (text, CDATA, references), in bytes.
+    pub max_text_length: Option<usize>,
+    /// Cut a DTD out of the message (true) or reject the message (false).
+    pub remove_dtd: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_attribute_count: 1000,
+            max_element_name_length: 1000,
+            max_depth: 512,
+            max_size: None,
+            max_text_length: None,
+            remove_dtd: true,
+        }
+    }
+}
+
+/// Why a message was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The HTTP status to answer with (400, or 413 for `maxSize`).
+    pub status: StatusCode,
+    /// What was wrong, with the byte offset where it was found.
+    pub message: String,
+}
+
+fn violation(at: u64, message: impl Into<String>) -> Violation {
+    Violation {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("{} (at byte {at})", message.into()),
+    }
+}
+
+/// Checks `input`; returns the message to pass on: unchanged (borrowed) or with its DTD removed.
+pub fn check<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, Violation> {
+    if let Some(max) = limits.max_size {
+        if input.len() as u64 > max {
+            return Err(Violation {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!("the message has {} bytes; maxSize is {max}", input.len()),
+            });
+        }
+    }
+    let mut reader = Reader::from_reader(input);
+    reader.config_mut().enable_all_checks(true);
+    let mut depth = 0usize;
+    let mut root_done = false;
+    let mut root_seen = false;
+    let mut text_run = 0usize;
+    let mut dtd: Option<(usize, usize)> = None;
+    loop {
+        let before = reader.buffer_position();
+        let ev = reader
+            .read_event()
+            .map_err(|e| violation(reader.error_position(), format!("not well-formed XML: {e}")))?;
+        let at = before;
+        match &ev {
+            Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {}
+            _ => text_run = 0,
+        }
+        match ev {
+            Event::Start(ref s) | Event::Empty(ref s) => {
+                if root_done {
+                    return Err(violation(at, "content after the root element"));
+                }
+                root_seen = true;
+                let name_len = s.name().as_ref().len();
+                if name_len > limits.max_element_name_length {
+                    return Err(violation(
+                        at,
+                        format!(
+                            "an element name has {name_len} bytes; maxElementNameLength is {}",
+                            limits.max_element_name_length
+                        ),
+                    ));
+                }
+                depth += 1;
+                if depth > limits.max_depth {
+                    return Err(violation(
+                        at,
+                        format!("elements nest deeper than maxDepth {}", limits.max_depth),
+                    ));
+                }
+                let mut count = 0usize;
+                for a in s.attributes() {
+                    let a = a.map_err(|e| violation(at, format!("bad attribute: {e}")))?;
+                    count += 1;
+                    if count > limits.max_attribute_count {
+                        return Err(violation(
+                            at,
+                            format!(
+                                "an element has more than maxAttributeCount {} attributes",
+                                limits.max_attribute_count
+                            ),
+                        ));
+                    }
+                    if memchr::memchr(b'&', &a.value).is_none() {
+                        continue;
+                    }
+                    a.unescape_value().map_err(|e| {
+                        violation(
+                            at,
+                            format!("attribute value: {e} (entities are never expanded)"),
+                        )
+                    })?;
+                }
+                if matches!(ev, Event::Empty(_)) {
+                    depth -= 1;
+                    root_done = depth == 0;
+                }
+            }
+            Event::End(_) => {
+                depth = depth.saturating_sub(1);
+                root_done = depth == 0;
+            }
+            Event::Text(ref t) => {
+                if depth == 0 {
+                    if !t.iter().all(|b| b.is_ascii_whitespace()) {
+                        return Err(violation(at, "text outside the root element"));
+                    }
+                } else {
+                    text_run += t.len();
+                }
+            }
+            Event::CData(ref t) => {
+                if depth == 0 {
+                    return Err(violation(at, "CDATA outside the root element"));
+                }
+                text_run += t.len();
+            }
+            Event::GeneralRef(ref r) => {
+                if depth == 0 {
+                    return Err(violation(at, "reference outside the root element"));
+                }
+                let name = std::str::from_utf8(r.as_ref()).unwrap_or("");
+                if crate::xml::resolve_reference(name).is_none() {
+                    return Err(violation(
+                        at,
+                        format!(
+                            "entity reference `&{}` is not allowed: entities are never expanded",
+                            String::from_utf8_lossy(&r[..r.len().min(64)])
+                        ),
+                    ));
+                }
+                text_run += r.len() + 2;
+            }
+            Event::DocType(_) => {
+                if root_seen || dtd.is_some() {
+                    return Err(violation(at, "misplaced document type declaration"));
+                }
+                if !limits.remove_dtd {
+                    return Err(violation(
+                        at,
+                        "document type declarations (DTD) are not allowed",
+                    ));
+                }
+                dtd = Some((at as usize, reader.buffer_position() as usize));
+            }
+            Event::Eof => break,
+            Event::Comment(_) | Event::Decl(_) | Event::PI(_) => {}
+        }
+        if let Some(max) = limits.max_text_length {
+            if text_run > max {
+                return Err(violation(
+                    at,
+                    format!("a text has more than maxTextLength {max} bytes"),
+                ));
+            }
+        }
+    }
+    if depth > 0 {
+        return Err(violation(
+            reader.buffer_position(),
+            "unexpected end of the message: unclosed elements",
+        ));
+    }
+    if !root_seen {
+        return Err(violation(0, "the message has no root element"));
+    }
+    Ok(match dtd {
+        None => Cow::Borrowed(input),
+        Some((s, e)) => {
+            let mut out = Vec::with_capacity(input.len() - (e - s));
+            out.extend_from_slice(&input[..s]);
+            out.extend_from_slice(&input[e..]);
+            Cow::Owned(out)
+        }
+    })
+}
+
+/// The compiled `xmlProtection` policy.
+#[derive(Debug)]
+pub struct XmlProtection {
+    limits: Limits,
+}
+
+impl XmlProtection {
+    /// Compiles the policy from its settings.
+    pub fn compile(c: &XmlProtectionPolicy) -> Result<Self, CompileError> {
+        let d = Limits::default();
+        let positive = |v: Option<u64>, key: &str| -> Result<Option<u64>, CompileError> {
+            match v {
+                Some(0) => Err((key.to_owned(), "must be at least 1".to_owned())),
+                v => Ok(v),
+            }
+        };
+        Ok(XmlProtection {
+            limits: Limits {
+                max_attribute_count: positive(c.max_attribute_count, "maxAttributeCount")?
+                    .map_or(d.max_attribute_count, |v| v as usize),
+                max_element_name_length: positive(
+                    c.max_element_name_length,
+                    "maxElementNameLength",
+                )?
+                .map_or(d.max_element_name_length, |v| v as usize),
+                max_depth: positive(c.max_depth, "maxDepth")?.map_or(d.max_depth, |v| v as usize),
+                max_size: c.max_size.map(|s| s.0),
+                max_text_length: c.max_text_length.map(|s| s.0 as usize),
+                remove_dtd: c.remove_dtd.is_none_or(|f| f.0),
+            },
+        })
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
+impl Policy for XmlProtection {
+    fn name(&self) -> &'static str {
+        "xmlProtection"
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        BodyNeed::Buffer
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        // A request without a body (GET, `?wsdl`) has nothing to check.
+        let Some(body) = ex.request_bytes() else {
+            return Outcome::Continue;
+        };
+        match check(body, &self.limits) {
+            Ok(Cow::Borrowed(_)) => Outcome::Continue,
+            Ok(Cow::Owned(cleaned)) => {
+                let len = cleaned.len();
+                ex.request_body = Body::full(cleaned);
+                ex.request
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                Outcome::Continue
+            }
+            Err(v) => Outcome::Reject(
+                Problem::new(
+                    v.status,
+                    "xml-protection",
+                    "The request is not acceptable XML",
+                )
+                .with_detail(v.message),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn attack(name: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/../../../shared/data/xml-attacks/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn plain_documents_pass_unchanged() {
+        for f in ["simple.xml", "simple-ns.xml"] {
+            let doc = attack(f);
+            assert!(
+                matches!(check(&doc, &Limits::default()), Ok(Cow::Borrowed(_))),
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
+    fn dtd_is_removed_or_rejected() {
+        let doc = attack("dtd.xml");
+        let out = check(&doc, &Limits::default()).unwrap();
+        let s = String::from_utf8(out.into_owned()).unwrap();
+        assert!(!s.contains("DOCTYPE"));
+        assert!(s.contains("<body>text</body>"));
+        let strict = Limits {
+            remove_dtd: false,
+            ..Limits::default()
+        };
+        assert!(check(&doc, &strict).unwrap_err().message.contains("DTD"));
+    }
+
+    #[test]
+    fn entity_attacks_are_rejected_quickly() {
+        for f in [
+            "xmlbomb.xml",
+            "xmlbomb2.xml",
+            "cyclic.xml",
+            "quadratic.xml",
+            "external.xml",
+            "external_file.xml",
+        ] {
+            let doc = attack(f);
+            let t = std::time::Instant::now();
+            let err = check(&doc, &Limits::default()).unwrap_err();
+            assert!(err.message.contains("entit"), "{f}: {}", err.message);
+            assert!(t.elapsed() < std::time::Duration::from_millis(10), "{f}");
+        }
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let l = Limits {
+            max_attribute_count: 2,
+            max_element_name_length: 5,
+            max_depth: 3,
+            max_size: Some(200),
+            max_text_length: Some(10),
+            remove_dtd: true,
+        };
+        assert!(check(b"<a x='1' y='2'/>", &l).is_ok());
+        assert!(check(b"<a x='1' y='2' z='3'/>", &l).is_err());
+        assert!(check(b"<abcdef/>", &l).is_err());
+        assert!(check(b"<a><b><c/></b></a>", &l).is_ok());
+        assert!(check(b"<a><b><c><d/></c></b></a>", &l).is_err());
+        assert!(check(b"<a>0123456789</a>", &l).is_ok());
+        assert!(check(b"<a>0123456789&amp;</a>", &l).is_err());
+        assert!(check(b"<a><![CDATA[0123456789x]]></a>", &l).is_err());
+        let big = format!("<a>{}</a>", "<b/>".repeat(60));
+        assert_eq!(
+            check(big.as_bytes(), &l).unwrap_err().status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+
+    #[test]
+    fn malformed_documents_are_rejected() {
+        let l = Limits::default();
+        for doc in [
+            &b""[..],
+            b"<a>",
+            b"<a></b>",
+            b"<a/><b/>",
+            b"text<a/>",
+            b"<a x='1' x='2'/>",
+            b"<a x='&foo;'/>",
+            b"<a/><!DOCTYPE a>",
+        ] {
+            assert!(check(doc, &l).is_err(), "{}", String::from_utf8_lossy(doc));
+        }
+        assert!(check(b"<a>&#65;&lt;&#x42;</a>", &l).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(input in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = check(&input, &Limits::default());
+        }
+
+        #[test]
+        fn never_panics_on_xmlish(input in "[<>/a-c:=\"' &;#x0-9!\\[\\]DOCTYPEN-]{0,200}") {
+            let _ = check(input.as_bytes(), &Limits::default());
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! `validator` with `wsdl:`: validates SOAP 1.1 and 1.2 requests and the backend's responses
+//! against a WSDL: the envelope (Envelope, optional Header, Body), the body element of a
+//! declared operation (request elements on the way in, response elements on the way out) and
+//! the full payload against the WSDL's XML Schemas with libxml2. A violation answers a SOAP
+//! fault in the message's SOAP version: "WSDL message validation failed" with the validator's
+//! messages in the detail.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use libxml::parser::{Parser, ParserOptions};
+use libxml::tree::{Document, Node};
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy};
+
+use crate::fault::{fault_response, FaultCode};
+use crate::wsdl::{QName, SoapVersion, Wsdl};
+
+/// The fault string of every validation failure.
+pub const FAILURE: &str = "WSDL message validation failed";
+
+/// The compiled validator.
+#[derive(Debug)]
+pub struct WsdlValidator {
+    wsdl: Arc<Wsdl>,
+    requests: HashSet<QName>,
+    responses: HashSet<QName>,
+    /// Some operation's request (`.0`) or response (`.1`) has an empty body.
+    empty_ok: (bool, bool),
+}
+
+/// A parsed SOAP message: its document, version and the body's element children.
+pub struct Envelope {
+    /// The libxml2 document (keep it alive while using the nodes).
+    pub doc: Document,
+    /// SOAP version of the envelope.
+    pub version: SoapVersion,
+    /// Element children of `Body`.
+    pub body: Vec<Node>,
+}
+
+fn qname(n: &Node) -> QName {
+    (
+        n.get_namespace()
+            .map(|ns| ns.get_href())
+            .unwrap_or_default(),
+        n.get_name(),
+    )
+}
+
+fn show(q: &QName) -> String {
+    if q.0.is_empty() {
+        q.1.clone()
+    } else {
+        format!("{{{}}}{}", q.0, q.1)
+    }
+}
+
+/// Parses a SOAP envelope (no DTD, no network, no entity expansion) and checks its structure.
+/// On failure returns the message and the SOAP version to answer in, when known.
+pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
+    if memfind(bytes, b"<!DOCTYPE") {
+        return Err(("SOAP messages must not contain a DTD".into(), None));
+    }
+    let options = ParserOptions {
+        recover: false,
+        no_net: true,
+        no_error: true,
+        no_warning: true,
+        // short text is stored inside its node: fewer allocations
+        compact: true,
+        ..ParserOptions::default()
+    };
+    let doc = Parser::default()
+        .parse_string_with_options(bytes, options)
+        .map_err(|_| ("the message is not well-formed XML".to_owned(), None))?;
+    let root = doc
+        .get_root_element()
+        .ok_or_else(|| ("the message has no root element".to_owned(), None))?;
+    let (ns, local) = qname(&root);
+    let version = SoapVersion::from_envelope_ns(&ns)
+        .filter(|_| local == "Envelope")
+        .ok_or_else(|| {
+            (
+                format!(
+                    "the root element {} is not a SOAP 1.1 or 1.2 Envelope",
+                    show(&(ns.clone(), local.clone()))
+                ),
+                None,
+            )
+        })?;
+    let env_ns = version.envelope_ns();
+    let mut body = None;
+    for (i, child) in root.get_child_elements().into_iter().enumerate() {
+        let q = qname(&child);
+        let is = |name: &str| q.0 == env_ns && q.1 == name;
+        if i == 0 && is("Header") {
+            continue;
+        }
+        if body.is_none() && is("Body") {
+            body = Some(child);
+            continue;
+        }
+        return Err((
+            format!("unexpected element {} in the Envelope", show(&q)),
+            Some(version),
+        ));
+    }
+    let body = body.ok_or_else(|| ("the Envelope has no Body".to_owned(), Some(version)))?;
+    let children = body.get_child_elements();
+    Ok(Envelope {
+        doc,
+        version,
+        body: children,
+    })
+}
+
+fn memfind(hay: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(hay, needle).is_some()
+}
+
+impl WsdlValidator {
+    /// Builds the validator for the operations of `service` (all when `None`) of `wsdl`.
+    pub fn new(wsdl: Arc<Wsdl>, service: Option<&str>) -> Result<Self, String> {
+        let mut requests = HashSet::new();
+        let mut responses = HashSet::new();
+        let mut empty_ok = (false, false);
+        for port in wsdl.ports(service)? {
+            for op in &port.operations {
+                requests.extend(op.body_element(false));
+                responses.extend(op.body_element(true));
+                let empty = |spec: &Option<crate::wsdl::MessageSpec>| {
+                    op.style == crate::wsdl::Style::Document
+                        && spec.as_ref().is_some_and(|m| m.parts.is_empty())
+                };
+                empty_ok.0 |= empty(&op.input);
+                empty_ok.1 |= empty(&op.output);
+            }
+        }
+        Ok(WsdlValidator {
+            wsdl,
+            requests,
+            responses,
+            empty_ok,
+        })
+    }
+
+    /// Validates one message; `Err` carries the fault's detail and the version to answer in.
+    pub fn check(&self, bytes: &[u8], response: bool) -> Result<(), (String, Option<SoapVersion>)> {
+        let env = parse_envelope(bytes)?;
+        let version = Some(env.version);
+        let Some(first) = env.body.first() else {
+            let ok = if response {
+                self.empty_ok.1
+            } else {
+                self.empty_ok.0
+            };
+            return if ok {
+                Ok(())
+            } else {
+                Err(("the Body is empty".into(), version))
+            };
+        };
+        let q = qname(first);
+        let env_ns = env.version.envelope_ns();
+        if response && q.0 == env_ns && q.1 == "Fault" {
+            return Ok(());
+        }
+        let allowed = if response {
+            &self.responses
+        } else {
+            &self.requests
+        };
+        if !allowed.contains(&q) {
+            let mut names: Vec<String> = allowed.iter().map(show).collect();
+            names.sort();
+            return Err((
+                format!(
+                    "{} is not a {} element of the WSDL; expected one of: {}",
+                    show(&q),
+                    if response { "response" } else { "request" },
+                    names.join(", ")
+                ),
+                version,
+            ));
+        }
+        for el in &env.body {
+            self.wsdl
+                .schema_set
+                .validate(el)
+                .map_err(|msgs| (msgs.join("\n"), version))?;
+        }
+        Ok(())
+    }
+}
+
+impl Policy for WsdlValidator {
+    fn name(&self) -> &'static str {
+        "validator"
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        BodyNeed::Buffer
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        BodyNeed::Buffer
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let bytes = ex.request_bytes().map_or(&b""[..], |b| &b[..]);
+        match self.check(bytes, false) {
+            Ok(()) => Outcome::Continue,
+            Err((msg, v)) => {
+                let v = v.unwrap_or_else(|| {
+                    SoapVersion::from_content_type(
+                        ex.request.headers.get(http::header::CONTENT_TYPE),
+                    )
+                });
+                Outcome::Respond(fault_response(v, FaultCode::Client, FAILURE, Some(&msg)))
+            }
+        }
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        let Some(res) = ex.response.as_ref() else {
+            return Outcome::Continue;
+        };
+        let ct = res.headers().get(http::header::CONTENT_TYPE);
+        if ct.is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json")) {
+            return Outcome::Continue;
+        }
+        let bytes = ex.response_bytes().map_or(&b""[..], |b| &b[..]);
+        match self.check(bytes, true) {
+            Ok(()) => Outcome::Continue,
+            Err((msg, v)) => {
+                let v = v.unwrap_or_else(|| {
+                    SoapVersion::from_content_type(
+                        ex.request.headers.get(http::header::CONTENT_TYPE),
+                    )
+                });
+                Outcome::Respond(fault_response(
+                    v,
+                    FaultCode::Server,
+                    FAILURE,
+                    Some(&format!("the backend's response is invalid: {msg}")),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::Location;
+
+    fn shared(name: &str) -> Location {
+        Location::File(
+            format!(
+                "{}/../../../shared/data/wsdl/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            )
+            .into(),
+        )
+    }
+
+    fn validator(name: &str) -> WsdlValidator {
+        WsdlValidator::new(Arc::new(Wsdl::load(&shared(name)).unwrap()), None).unwrap()
+    }
+
+    fn env11(body: &str) -> String {
+        format!(
+            "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>{body}</s:Body></s:Envelope>"
+        )
+    }
+
+    fn env12(body: &str) -> String {
+        format!(
+            "<s:Envelope xmlns:s=\"http://www.w3.org/2003/05/soap-envelope\"><s:Header/><s:Body>{body}</s:Body></s:Envelope>"
+        )
+    }
+
+    #[test]
+    fn cities_shared_samples() {
+        let v = validator("cities.wsdl");
+        let ok = std::fs::read(shared("city.soap.xml").to_string()).unwrap();
+        v.check(&ok, false).unwrap();
+        let bad = std::fs::read(shared("invalid-city.soap.xml").to_string()).unwrap();
+        let (msg, ver) = v.check(&bad, false).unwrap_err();
+        assert!(msg.contains("INVALID"), "{msg}");
+        assert_eq!(ver, Some(SoapVersion::V11));
+    }
+
+    #[test]
+    fn envelope_structure_and_operations() {
+        let v = validator("cities.wsdl");
+        let get = "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>Bonn</name></c:getCity>";
+        v.check(env12(get).as_bytes(), false).unwrap();
+        // a response element is not a request
+        let resp = "<c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><country>DE</country><population>1</population></c:getCityResponse>";
+        assert!(v
+            .check(env11(resp).as_bytes(), false)
+            .unwrap_err()
+            .0
+            .contains("expected one of"));
+        v.check(env11(resp).as_bytes(), true).unwrap();
+        let bad_pop = resp.replace(">1<", ">many<");
+        assert!(v.check(env11(&bad_pop).as_bytes(), true).is_err());
+        assert!(v.check(b"<a/>", false).is_err());
+        assert!(v.check(b"not xml", false).is_err());
+        assert!(v
+            .check(env11("").as_bytes(), false)
+            .unwrap_err()
+            .0
+            .contains("empty"));
+        let fault = "<s:Fault xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><faultcode>s:Server</faultcode><faultstring>x</faultstring></s:Fault>";
+        v.check(env11(fault).as_bytes(), true).unwrap();
+        let dtd = format!("<!DOCTYPE x>{}", env11(get));
+        assert!(v
+            .check(dtd.as_bytes(), false)
+            .unwrap_err()
+            .0
+            .contains("DTD"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn envelope_checks_never_panic(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let v = validator("cities.wsdl");
+            let _ = v.check(&input, false);
+            let _ = v.check(&input, true);
+        }
+
+        #[test]
+        fn envelope_checks_never_panic_on_soapish(body in "[<>/a-z:= \"&;]{0,80}") {
+            let v = validator("cities.wsdl");
+            let _ = v.check(env11(&body).as_bytes(), false);
+        }
+    }
+
+    #[test]
+    fn qualified_and_unqualified_forms() {
+        let v = validator("qualified-elements.wsdl");
+        let ok = "<q:sendMessage xmlns:q=\"https://example.com/qualified\"><q:text>hi</q:text><q:priority>1</q:priority></q:sendMessage>";
+        v.check(env11(ok).as_bytes(), false).unwrap();
+        let unq = "<q:sendMessage xmlns:q=\"https://example.com/qualified\"><text>hi</text><priority>1</priority></q:sendMessage>";
+        assert!(v.check(env11(unq).as_bytes(), false).is_err());
+        let v = validator("cities.wsdl");
+        let qual =
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"><c:name>Bonn</c:name></c:getCity>";
+        assert!(v.check(env11(qual).as_bytes(), false).is_err());
+    }
+
+    #[test]
+    fn partner_facets_enumerations_and_optional_elements() {
+        let v = validator("partner.wsdl");
+        let req = |body: &str| {
+            env11(&format!(
+                "<p:getPartners xmlns:p=\"http://example.com/partner\">{body}</p:getPartners>"
+            ))
+        };
+        v.check(req("").as_bytes(), false).unwrap();
+        v.check(
+            req("<city>Bonn</city><kind>PERSON</kind>").as_bytes(),
+            false,
+        )
+        .unwrap();
+        assert!(v
+            .check(req("<kind>ALIEN</kind>").as_bytes(), false)
+            .is_err());
+        assert!(v
+            .check(
+                req("<kind>PERSON</kind><city>Bonn</city>").as_bytes(),
+                false
+            )
+            .is_err());
+        let get = |id: &str| {
+            env11(&format!(
+                "<p:getPartner xmlns:p=\"http://example.com/partner\"><id>{id}</id></p:getPartner>"
+            ))
+        };
+        v.check(get("42").as_bytes(), false).unwrap();
+        assert!(v.check(get("forty-two").as_bytes(), false).is_err());
+    }
+}
