@@ -326,7 +326,7 @@ async fn invalid_specs_are_load_errors_that_say_where() {
     let cfg = dir.path().join("gw.yaml");
     std::fs::write(
         &cfg,
-        "api:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequests: yes\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: https://example.org/spec.yaml\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      dir: x\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequest: yes\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 2, maxNesting: 3}\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 0}\n  target: {host: 127.0.0.1, port: 1}\n",
+        "api:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequests: yes\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: https://127.0.0.1:1/spec.yaml\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      dir: x\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequest: yes\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 2, maxNesting: 3}\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 0}\n  target: {host: 127.0.0.1, port: 1}\n",
     )
     .unwrap();
     let e = turnpike_engine::load_and_compile(&[cfg])
@@ -337,7 +337,10 @@ async fn invalid_specs_are_load_errors_that_say_where() {
         e.contains("`in` must be path, query, header or cookie"),
         "{e}"
     );
-    assert!(e.contains("https locations are not supported"), "{e}");
+    assert!(
+        e.contains("fetching `https://127.0.0.1:1/spec.yaml` failed"),
+        "{e}"
+    );
     assert!(e.contains("exactly one of `location` and `dir`"), "{e}");
     assert!(e.contains("unknown field `validateRequest`"), "{e}");
     assert!(e.contains("unknown field `maxNesting`"), "{e}");
@@ -428,6 +431,24 @@ async fn jsonpath_header_from_the_body() {
     let seen = backend.last();
     assert_eq!(seen.headers["x-first-name"], "Ada");
     assert_eq!(seen.body, body, "the body is forwarded unchanged");
+}
+
+/// `rateLimiter` counts by a JSONPath key on the body (the body is parsed once for both the
+/// limiter and the header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limiter_keyed_by_jsonpath() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - request:\n        - rateLimiter:\n            requestLimit: 1\n            requestLimitDuration: 1m\n            key: expression\n            keyExpression: '${{$.tenant}}'\n            language: jsonpath\n        - setHeader:\n            name: X-Tenant\n            value: '${{$.tenant}}'\n            language: jsonpath\n  target:\n    url: http://127.0.0.1:{}\n",
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let a = gw.addr();
+    assert_eq!(post(a, "/", JSON, r#"{"tenant":"a"}"#).await.status, 200);
+    assert_eq!(backend.last().headers["x-tenant"], "a");
+    assert_eq!(post(a, "/", JSON, r#"{"tenant":"a"}"#).await.status, 429);
+    assert_eq!(post(a, "/", JSON, r#"{"tenant":"b"}"#).await.status, 200);
+    assert_eq!(backend.last().headers["x-tenant"], "b");
 }
 
 fn schemathesis_installed() -> bool {
