@@ -17,8 +17,7 @@ DURATION=10
 CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
-CASES=short,proxy,routes,openapi,jsonprot   # hidden option --cases
-CASES=short,proxy,routes,rest2soap,soapvalidate   # option --cases
+CASES=short,proxy,routes,openapi,jsonprot,rest2soap,soapvalidate   # option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -29,8 +28,8 @@ LOAD_CPU=0   # wrk and the nginx backend
 P_TP_SHORT=2000      # turnpike-return.yaml
 P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
-P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
-P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
+P_TP_OPENAPI=2006    # turnpike-openapi.yaml (openapi, Membrane's scenario 5)
+P_TP_JSONPROT=2007   # turnpike-jsonprotection.yaml (jsonprot)
 P_TP_REST2SOAP=2003  # turnpike-rest2soap.yaml (scenario 6)
 P_TP_SOAPVAL=2004    # turnpike-soap-validate.yaml (scenario 7)
 P_TP_SOAPPLAIN=2005  # turnpike-soap-plain.yaml (baseline of 6 and 7)
@@ -52,8 +51,9 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --connections C    wrk connections (default $CONNECTIONS)
   --turnpike PATH    turnpike binary (default target/release/turnpike;
                      build it with: cargo build --release)
-  --cases LIST       comma-separated cases (default $CASES): short, proxy, routes,
-                     rest2soap (scenario 6), soapvalidate (scenario 7)
+  --cases LIST       comma-separated cases (default $CASES):
+                     short, proxy, routes, auth, matrix, tls, h2, openapi (Membrane
+                     scenario 5), jsonprot, rest2soap (scenario 6), soapvalidate (scenario 7)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -104,9 +104,10 @@ for s in "${_s[@]}"; do
 done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
-    case $c in short|proxy|routes|auth|matrix|tls|h2) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2)" ;; esac
-    case $c in short|proxy|routes|openapi|jsonprot) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,openapi,jsonprot)" ;; esac
-    case $c in short|proxy|routes|rest2soap|soapvalidate) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,rest2soap,soapvalidate)" ;; esac
+    case $c in
+        short|proxy|routes|auth|matrix|tls|h2|openapi|jsonprot|rest2soap|soapvalidate) ;;
+        *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2,openapi,jsonprot,rest2soap,soapvalidate)" ;;
+    esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -145,12 +146,17 @@ if has_case h2; then
     has_system turnpike && PLAN+=(h2/turnpike-h2)
     has_system nginx && PLAN+=(h2/nginx-h2)
 fi
-# Cases 4 and 5 POST the Mangos body; each is compared with turnpike's plain proxy in the
-# same round (same body, same backend).
+# openapi (Membrane's scenario 5) and jsonprot POST the Mangos body; each is compared with
+# turnpike's plain proxy in the same round (same body, same backend).
 for c in openapi jsonprot; do
     if has_case $c; then
         if has_system turnpike; then
             PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
+        else
+            log "case '$c' needs turnpike: skipped"
+        fi
+    fi
+done
 # Scenarios 6 and 7 compare against turnpike plainly proxying the same SOAP POST to the same
 # backend in the same round.
 for c in rest2soap soapvalidate; do
@@ -299,6 +305,10 @@ declare -A PORT=(
     [tls/turnpike-plainhttp]=$P_TP_PROXY [tls/turnpike-tls]=2003 [tls/turnpike-s4]=2004 [tls/nginx-tls]=2022
     [h2/turnpike-h2]=2003 [h2/nginx-h2]=2022
     [matrix/turnpike-plain-100]=2046 [matrix/turnpike-key-100]=2047 [matrix/turnpike-limit-100]=2048 [matrix/turnpike-both-100]=2049
+    [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
+    [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
+    [rest2soap/turnpike-plain]=$P_TP_SOAPPLAIN [rest2soap/turnpike-rest2soap]=$P_TP_REST2SOAP
+    [soapvalidate/turnpike-plain]=$P_TP_SOAPPLAIN [soapvalidate/turnpike-validate]=$P_TP_SOAPVAL
 )
 # Request header a run sends (credentials of the policy cases), for the readiness check and wrk.
 declare -A HDR=(
@@ -306,10 +316,6 @@ declare -A HDR=(
     [tls/turnpike-s4]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
     [matrix/turnpike-key-1]="X-Api-Key: key-042" [matrix/turnpike-both-1]="X-Api-Key: key-042"
     [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
-    [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
-    [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
-    [rest2soap/turnpike-plain]=$P_TP_SOAPPLAIN [rest2soap/turnpike-rest2soap]=$P_TP_REST2SOAP
-    [soapvalidate/turnpike-plain]=$P_TP_SOAPPLAIN [soapvalidate/turnpike-validate]=$P_TP_SOAPVAL
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -401,10 +407,6 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     local case=${pair%%/*} sys=${pair#*/}
     local dir="$TMP/r$round-$case-$sys"
     local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json" scheme=http
-    local cmd pid url a0 a1
-    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
-    local cmd pid url a0 a1 script=()
-    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
     local cmd pid url a0 a1 ready_path="" script=()
     mkdir -p "$dir"
     case $pair in
@@ -445,7 +447,8 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     pid=$SERVER_PID
     local hdr=${HDR[$pair]:-} wargs=()
     [[ -n $hdr ]] && wargs=(-H "$hdr")
-    wait_ready "$pid" "$url" "$expect" "$logf" "$dir" "$hdr"
+    # Readiness: a GET (on `ready_path` when the measured request is a POST that needs a body).
+    wait_ready "$pid" "$scheme://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
@@ -453,15 +456,9 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         taskset -c "$LOAD_CPU" h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "h2load failed against $url"; }
     else
-        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     fi
-    wait_ready "$pid" "http://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir"
-
-    a0=$(backend_accepts)
-    "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
-        || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)

@@ -44,6 +44,8 @@ if [ "$mode" = "--test" ]; then
   # Python peers the tests talk to: websockets, grpcio (+ tools), schemathesis, spyne, zeep.
   python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt \
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages -r tests/requirements.txt
+  # pyenv only exposes newly installed commands (schemathesis) after a rehash.
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
 else
   cargo build --release --locked -p turnpike
 fi

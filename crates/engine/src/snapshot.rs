@@ -800,14 +800,12 @@ fn compile_openapi_api(
             };
             let scope = TemplateScope::default();
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
-            let built_in: Vec<Step> = (requests || responses)
-                .then(|| Step {
-                    policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
-                    request: true,
-                    response: responses,
-                })
-                .into_iter()
-                .collect();
+            // Always present: it routes to the spec's operations (404/405) even without validation.
+            let built_in = vec![Step {
+                policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                request: true,
+                response: responses,
+            }];
             let steps = compile_steps(
                 located,
                 FlowParts {
