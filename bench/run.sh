@@ -351,7 +351,8 @@ if has_case tls || has_case h2; then
     printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$PKI/ext.cnf"
     openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
         -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
-    BODY=$(sed -n "s/^ *return 200 '\(.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
+    # The JSON body of the plain backend (the one `location /` returns), served over TLS too.
+    BODY=$(sed -n "s/^ *return 200 '\({.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
     for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-s4.yaml; do
         sed -e "s|@PKI@|$PKI|g" "$CONFIGS/$f.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' >"$TMP/$f"
     done
