@@ -529,6 +529,19 @@ impl Writer<'_> {
                         self.element(out, q, cv, &at.key(&q.name), None, errors);
                     }
                 }
+                if c.any {
+                    // Properties beyond the declared ones fill the `xsd:any` wildcard.
+                    let extra: Map<String, Value> = obj
+                        .iter()
+                        .filter(|(k, _)| {
+                            *k != "$value"
+                                && !c.particles.iter().any(|q| &q.name == *k)
+                                && !c.attributes.iter().any(|a| &a.name == *k)
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    self.generic(out, &extra, errors, at);
+                }
             }
         }
         self.close(out, p);
@@ -1232,6 +1245,37 @@ mod tests {
         );
         let resp = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><c:addNumbersResponse xmlns:c='urn:calc'><sum>3</sum></c:addNumbersResponse></s:Body></s:Envelope>";
         assert_eq!(p.response_json(&p.ops[i], resp).unwrap(), json!({"sum": 3}));
+    }
+
+    #[test]
+    fn wildcards_take_undeclared_properties() {
+        let wsdl = r###"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:t="urn:t" targetNamespace="urn:t">
+  <types><xsd:schema targetNamespace="urn:t"><xsd:element name="put"><xsd:complexType><xsd:sequence>
+    <xsd:element name="name" type="xsd:string"/><xsd:any namespace="##any" processContents="lax" minOccurs="0" maxOccurs="unbounded"/>
+  </xsd:sequence><xsd:attribute name="v" type="xsd:int"/></xsd:complexType></xsd:element></xsd:schema></types>
+  <message name="In"><part name="p" element="t:put"/></message>
+  <portType name="PT"><operation name="put"><input message="t:In"/></operation></portType>
+  <binding name="B" type="t:PT"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="put"><input><soap:body use="literal"/></input></operation></binding>
+  <service name="S"><port name="P" binding="t:B"><soap:address location="http://localhost:1/s"/></port></service>
+</definitions>"###;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("any.wsdl");
+        std::fs::write(&path, wsdl).unwrap();
+        let w = Arc::new(Wsdl::load(&Location::File(path)).unwrap());
+        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), w, "").unwrap();
+        let x = p
+            .request_xml(
+                &p.ops[0],
+                &json!({"name": "n", "v": 3, "extra": {"a": [1, 2]}}),
+            )
+            .unwrap();
+        assert!(x.contains(" v=\"3\">"), "{x}");
+        assert!(
+            x.contains("<name>n</name><extra><a>1</a><a>2</a></extra>"),
+            "{x}"
+        );
     }
 
     proptest::proptest! {
