@@ -145,9 +145,38 @@ def parse_wrk(text):
     return out
 
 
+def parse_h2load(text):
+    """Parse h2load output: req/s, requests, errors; it reports no percentiles, so p50 is the
+    mean request time and p99 is left empty."""
+    out = {"requests": None, "rps": None, "p50_ms": None, "p75_ms": None, "p90_ms": None,
+           "p99_ms": None, "non2xx": 0, "sock_connect": 0, "sock_read": 0, "sock_write": 0,
+           "sock_timeout": 0}
+    for line in text.splitlines():
+        m = re.match(r"^finished in [\d.]+\w+, ([\d.]+) req/s", line)
+        if m:
+            out["rps"] = float(m.group(1))
+        m = re.match(r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", line)
+        if m:
+            out["requests"] = int(m.group(3))
+            out["non2xx"] = int(m.group(4))
+            out["sock_read"] = int(m.group(5))
+            out["sock_timeout"] = int(m.group(6))
+        m = re.match(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", line)
+        if m:
+            out["non2xx"] += int(m.group(3)) + int(m.group(4))
+        m = re.match(r"^time for request:\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)", line)
+        if m:
+            out["p50_ms"] = float(m.group(5)) * _UNIT_MS[m.group(6)]
+    if out["requests"] is None or out["rps"] is None:
+        raise SystemExit("benchlib.py: could not parse h2load output")
+    out["sock_errors"] = out["sock_read"] + out["sock_timeout"]
+    return out
+
+
 def cmd_record(args):
     with open(args.wrk) as f:
-        w = parse_wrk(f.read())
+        text = f.read()
+    w = parse_h2load(text) if "finished in" in text and "req/s" in text else parse_wrk(text)
     with open(args.before) as f:
         before = json.load(f)
     with open(args.after) as f:
@@ -174,9 +203,9 @@ def cmd_record(args):
     print(json.dumps(rec, sort_keys=True))
     if args.summary:
         sys.stderr.write(
-            "[bench]   -> %.0f req/s, p50 %.3f ms, p99 %.3f ms, %s us/req CPU, "
+            "[bench]   -> %.0f req/s, p50 %s ms, p99 %s ms, %s us/req CPU, "
             "%.0f%% CPU, RSS %.1f MB, upstream conns %s, errors %d\n" % (
-                w["rps"], w["p50_ms"], w["p99_ms"],
+                w["rps"], _fmt(w["p50_ms"], ".3f"), _fmt(w["p99_ms"], ".3f"),
                 "%.1f" % rec["cpu_us_per_req"] if rec["cpu_us_per_req"] is not None else "-",
                 rec["cpu_util_pct"] or 0, rec["rss_mb"],
                 "-" if rec["upstream_conns"] is None else rec["upstream_conns"],
@@ -192,9 +221,21 @@ CASES = [
     ("proxy", "Case 2: reverse proxy to the backend (1 KB JSON)", "nginx", "nginx"),
     ("routes", "Case 3: turnpike proxy, 10,000 APIs vs 1 API (`GET /bench/`)",
      "turnpike-1api", "1 API"),
-    ("rest2soap", "Scenario 6: REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
+    ("auth", "Case 4: Membrane scenario 3, basic auth + rate limiter vs plain proxying",
+     "turnpike-plain", "plain"),
+    ("matrix", "Case 5: APISIX matrix, apiKey / rateLimiter / both over 1 and 100 APIs, 100 consumers",
+     "turnpike-plain-1", "plain, 1 API"),
+    ("tls", "Case 6: TLS on both hops (Membrane scenario 4 shape), HTTP/1.1 keep-alive clients",
+     "nginx-tls", "nginx TLS"),
+    ("h2", "Case 7: HTTPS + HTTP/2 clients (h2load -m 10; p50 column = mean request time)",
+     "nginx-h2", "nginx"),
+    ("openapi", "Case 4 (Membrane's scenario 5): OpenAPI request validation, Fruitshop `POST /shop/v2/products` (Mangos)",
+     "turnpike-proxy", "plain proxy"),
+    ("jsonprot", "Case 5: jsonProtection (Membrane's defaults), `POST` Mangos",
+     "turnpike-proxy", "plain proxy"),
+    ("rest2soap", "Case 8 (Membrane's scenario 6): REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
      "vs plain proxy of the SOAP request (target: at least 0.65)", "turnpike-plain", "plain proxy"),
-    ("soapvalidate", "Scenario 7: SOAP proxy with xmlProtection and WSDL validation of request "
+    ("soapvalidate", "Case 9 (Membrane's scenario 7): SOAP proxy with xmlProtection and WSDL validation of request "
      "and response vs plain proxy (target: at least 0.60)", "turnpike-plain", "plain proxy"),
 ]
 LABELS = {
@@ -204,9 +245,23 @@ LABELS = {
     "turnpike-1api": "turnpike, 1 API",
     "turnpike-10k": "turnpike, 10,000 APIs",
     "turnpike-plain": "turnpike, plain proxy",
+    "turnpike-s3": "turnpike, basicAuthentication + rateLimiter",
+    "turnpike-plainhttp": "turnpike, plain HTTP both hops",
+    "turnpike-tls": "turnpike, TLS both hops",
+    "turnpike-s4": "turnpike, TLS both hops + basicAuthentication + rateLimiter",
+    "nginx-tls": "nginx, TLS both hops",
+    "turnpike-h2": "turnpike, HTTPS h2 → HTTPS backend",
+    "nginx-h2": "nginx, HTTPS h2 → HTTPS backend",
+    "turnpike-proxy": "turnpike, plain proxy",
+    "turnpike-openapi": "turnpike, validateRequests",
+    "turnpike-jsonprot": "turnpike, jsonProtection",
     "turnpike-rest2soap": "turnpike, wsdl2openapi",
     "turnpike-validate": "turnpike, soapProxy + validation",
 }
+for _n in (1, 100):
+    for _p, _l in (("plain", "no policy"), ("key", "apiKey"), ("limit", "rateLimiter"),
+                   ("both", "apiKey + rateLimiter")):
+        LABELS["turnpike-%s-%d" % (_p, _n)] = "turnpike, %s, %d API%s" % (_l, _n, "" if _n == 1 else "s")
 
 
 def _med(values):
@@ -289,9 +344,9 @@ def cmd_report(args):
                "| CPU % | CPU µs/req | RSS MB | procs | upstream conns | non-2xx | socket errors |")
     out.append("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in runs:
-        out.append("| %d | %s | %s | %d | %.0f | %.3f | %.3f | %.2f | %s | %s | %.1f | %d | %s | %d | %d |" % (
+        out.append("| %d | %s | %s | %d | %.0f | %s | %s | %.2f | %s | %s | %.1f | %d | %s | %d | %d |" % (
             r["round"], r["case"], labels.get(r["system"], r["system"]), r["requests"],
-            r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_s"],
+            r["rps"], _fmt(r["p50_ms"], ".3f"), _fmt(r["p99_ms"], ".3f"), r["cpu_s"],
             _fmt(r["cpu_util_pct"], ".0f"), _fmt(r["cpu_us_per_req"], ".1f"),
             r["rss_mb"], r["procs"],
             "-" if r["upstream_conns"] is None else r["upstream_conns"],

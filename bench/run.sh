@@ -17,7 +17,7 @@ DURATION=10
 CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
-CASES=short,proxy,routes,rest2soap,soapvalidate   # option --cases
+CASES=short,proxy,routes,openapi,jsonprot,rest2soap,soapvalidate   # option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -28,9 +28,11 @@ LOAD_CPU=0   # wrk and the nginx backend
 P_TP_SHORT=2000      # turnpike-return.yaml
 P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
-P_TP_REST2SOAP=2003  # turnpike-rest2soap.yaml (scenario 6)
-P_TP_SOAPVAL=2004    # turnpike-soap-validate.yaml (scenario 7)
-P_TP_SOAPPLAIN=2005  # turnpike-soap-plain.yaml (baseline of 6 and 7)
+P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
+P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
+P_TP_REST2SOAP=2050  # turnpike-rest2soap.yaml (scenario 6)
+P_TP_SOAPVAL=2051    # turnpike-soap-validate.yaml (scenario 7)
+P_TP_SOAPPLAIN=2052  # turnpike-soap-plain.yaml (baseline of 6 and 7)
 P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
 P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
 P_NGINX_SHORT=2020   # nginx-return.conf
@@ -49,8 +51,6 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --connections C    wrk connections (default $CONNECTIONS)
   --turnpike PATH    turnpike binary (default target/release/turnpike;
                      build it with: cargo build --release)
-  --cases LIST       comma-separated cases (default $CASES): short, proxy, routes,
-                     rest2soap (scenario 6), soapvalidate (scenario 7)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -101,7 +101,10 @@ for s in "${_s[@]}"; do
 done
 IFS=, read -ra _c <<<"$CASES"
 for c in "${_c[@]}"; do
-    case $c in short|proxy|routes|rest2soap|soapvalidate) ;; *) die "--cases: unknown case '$c' (known: short,proxy,routes,rest2soap,soapvalidate)" ;; esac
+    case $c in
+        short|proxy|routes|auth|matrix|tls|h2|openapi|jsonprot|rest2soap|soapvalidate) ;;
+        *) die "--cases: unknown case '$c' (known: short,proxy,routes,auth,matrix,tls,h2,openapi,jsonprot,rest2soap,soapvalidate)" ;;
+    esac
 done
 
 # ---- the run plan: "case/system" pairs, in the order they run in every round -
@@ -122,14 +125,43 @@ if has_case routes; then
         log "case 'routes' (10,000 APIs vs 1 API) needs turnpike: skipped"
     fi
 fi
+if has_case auth; then
+    if has_system turnpike; then PLAN+=(auth/turnpike-plain auth/turnpike-s3); else log "case 'auth' needs turnpike: skipped"; fi
+fi
+if has_case matrix; then
+    if has_system turnpike; then
+        for n in 1 100; do for pol in plain key limit both; do PLAN+=("matrix/turnpike-$pol-$n"); done; done
+    else
+        log "case 'matrix' needs turnpike: skipped"
+    fi
+fi
+if has_case tls; then
+    has_system turnpike && PLAN+=(tls/turnpike-plainhttp tls/turnpike-tls tls/turnpike-s4)
+    has_system nginx && PLAN+=(tls/nginx-tls)
+fi
+if has_case h2; then
+    has_system turnpike && PLAN+=(h2/turnpike-h2)
+    has_system nginx && PLAN+=(h2/nginx-h2)
+fi
 # Scenarios 6 and 7 compare against turnpike plainly proxying the same SOAP POST to the same
-# backend in the same round.
+# backend location in the same round.
 for c in rest2soap soapvalidate; do
     if has_case $c; then
         if has_system turnpike; then
-            PLAN+=($c/turnpike-plain)
+            PLAN+=("$c/turnpike-plain")
             [[ $c == rest2soap ]] && PLAN+=(rest2soap/turnpike-rest2soap)
             [[ $c == soapvalidate ]] && PLAN+=(soapvalidate/turnpike-validate)
+        else
+            log "case '$c' needs turnpike: skipped"
+        fi
+    fi
+done
+# Cases 4 and 5 POST the Mangos body; each is compared with turnpike's plain proxy in the
+# same round (same body, same backend).
+for c in openapi jsonprot; do
+    if has_case $c; then
+        if has_system turnpike; then
+            PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
         else
             log "case '$c' needs turnpike: skipped"
         fi
@@ -229,11 +261,13 @@ fail_server() {  # fail_server MESSAGE LOGFILE [DIR]
     exit 1
 }
 
-wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR]
-    local pid=$1 url=$2 expect=$3 logf=$4 dir=${5:-} code=000 deadline=$((SECONDS + READY_TIMEOUT))
+wait_ready() {  # wait_ready PID URL EXPECTED_BODY_FILE|"" LOGFILE [DIR] [HEADER]
+    local pid=$1 url=$2 expect=$3 logf=$4 dir=${5:-} hdr=${6:-} code=000 deadline=$((SECONDS + READY_TIMEOUT))
+    local hargs=()
+    [[ -n $hdr ]] && hargs=(-H "$hdr")
     while :; do
         alive "$pid" || fail_server "server for $url exited during startup" "$logf" "$dir"
-        code=$(curl -s -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
+        code=$(curl -sk "${hargs[@]}" -o "$TMP/ready.body" -w '%{http_code}' --max-time 1 "$url" 2>/dev/null) || code=000
         if [[ $code == 200 ]]; then
             [[ -z $expect ]] && return 0
             cmp -s "$TMP/ready.body" "$expect" && return 0
@@ -263,8 +297,22 @@ declare -A PORT=(
     [short/turnpike]=$P_TP_SHORT [short/nginx]=$P_NGINX_SHORT
     [proxy/turnpike]=$P_TP_PROXY [proxy/nginx]=$P_NGINX_PROXY [proxy/haproxy]=$P_HAPROXY
     [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
+    [auth/turnpike-plain]=2040 [auth/turnpike-s3]=2041
+    [matrix/turnpike-plain-1]=2042 [matrix/turnpike-key-1]=2043 [matrix/turnpike-limit-1]=2044 [matrix/turnpike-both-1]=2045
+    [tls/turnpike-plainhttp]=$P_TP_PROXY [tls/turnpike-tls]=2003 [tls/turnpike-s4]=2004 [tls/nginx-tls]=2022
+    [h2/turnpike-h2]=2003 [h2/nginx-h2]=2022
+    [matrix/turnpike-plain-100]=2046 [matrix/turnpike-key-100]=2047 [matrix/turnpike-limit-100]=2048 [matrix/turnpike-both-100]=2049
+    [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
+    [jsonprot/turnpike-proxy]=$P_TP_PROXY [jsonprot/turnpike-jsonprot]=$P_TP_JSONPROT
     [rest2soap/turnpike-plain]=$P_TP_SOAPPLAIN [rest2soap/turnpike-rest2soap]=$P_TP_REST2SOAP
     [soapvalidate/turnpike-plain]=$P_TP_SOAPPLAIN [soapvalidate/turnpike-validate]=$P_TP_SOAPVAL
+)
+# Request header a run sends (credentials of the policy cases), for the readiness check and wrk.
+declare -A HDR=(
+    [auth/turnpike-s3]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
+    [tls/turnpike-s4]="Authorization: Basic bG9hZHRlc3Q6c2VjcmV0"
+    [matrix/turnpike-key-1]="X-Api-Key: key-042" [matrix/turnpike-both-1]="X-Api-Key: key-042"
+    [matrix/turnpike-key-100]="X-Api-Key: key-042" [matrix/turnpike-both-100]="X-Api-Key: key-042"
 )
 ports=($P_BACKEND $P_STATUS)
 for p in "${PLAN[@]}"; do ports+=("${PORT[$p]}"); done
@@ -283,6 +331,27 @@ fi
 if has_case routes && has_system turnpike; then
     "$PY" "$BENCH_DIR/gen_many_apis.py" --count 10000 \
         --base "$CONFIGS/turnpike-1api.yaml" --out "$TMP/turnpike-10k.yaml"
+fi
+if (has_case auth || has_case matrix) && has_system turnpike; then
+    "$PY" "$BENCH_DIR/gen_policy_configs.py" "$TMP/policy"
+fi
+NEED_TLS=0
+if has_case tls || has_case h2; then
+    NEED_TLS=1
+    command -v openssl >/dev/null || die "the tls/h2 cases need openssl"
+    if has_case h2; then command -v h2load >/dev/null || die "the h2 case needs h2load (apt-get install nghttp2-client)"; fi
+    PKI=$TMP/pki
+    mkdir -p "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Turnpike bench CA" \
+        -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$PKI/server.key" -out "$PKI/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$PKI/ext.cnf"
+    openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
+        -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
+    BODY=$(sed -n "s/^ *return 200 '\(.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
+    for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-s4.yaml; do
+        sed -e "s|@PKI@|$PKI|g" "$CONFIGS/$f.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' >"$TMP/$f"
+    done
 fi
 
 # Versions and machine, for the report header.
@@ -320,13 +389,22 @@ curl -sf -o "$TMP/backend-body.json" "http://127.0.0.1:$P_BACKEND/bench/any/path
 [[ $(stat -c %s "$TMP/backend-body.json") -ge 1000 ]] || die "backend body is unexpectedly small"
 [[ -n $(backend_accepts) ]] || die "cannot read the backend's stub_status on port $P_STATUS"
 log "backend up on 127.0.0.1:$P_BACKEND (pid $BACKEND_PID), body $(stat -c %s "$TMP/backend-body.json") bytes"
+TLS_BACKEND_PID=
+if ((NEED_TLS)); then
+    mkdir -p "$TMP/tls-backend"
+    start_server "$TMP/tls-backend/server.log" taskset -c "$LOAD_CPU" \
+        nginx -p "$TMP/tls-backend/" -c "$TMP/nginx-tls-backend.conf" -e "$TMP/tls-backend/error.log"
+    TLS_BACKEND_PID=$SERVER_PID
+    for _ in $(seq 50); do curl -sf --cacert "$PKI/ca.pem" --resolve localhost:2012:127.0.0.1 -o /dev/null https://localhost:2012/ && break; sleep 0.1; done
+    log "TLS backend up on 127.0.0.1:2012 (pid $TLS_BACKEND_PID)"
+fi
 
 run_one() {  # run_one ROUND CASE/SYSTEM
     local round=$1 pair=$2
     local case=${pair%%/*} sys=${pair#*/}
     local dir="$TMP/r$round-$case-$sys"
-    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json"
-    local cmd pid url a0 a1 ready_path="" script=()
+    local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json" scheme=http
+    local cmd pid url a0 a1 script=() ready_path=""
     mkdir -p "$dir"
     case $pair in
         short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
@@ -336,25 +414,50 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         proxy/haproxy) cmd=(haproxy -db -f "$CONFIGS/haproxy-proxy.cfg") ;;
         routes/turnpike-1api) path=/bench/; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-1api.yaml") ;;
         routes/turnpike-10k) path=/bench/; cmd=("$TURNPIKE" run -c "$TMP/turnpike-10k.yaml") ;;
-        */turnpike-plain) expect=""; path=/person-service; script=(-s "$CONFIGS/soap-request.lua")
+        auth/*) cmd=("$TURNPIKE" run -c "$TMP/policy/auth-${sys#turnpike-}.yaml") ;;
+        matrix/*) path=/api000/; cmd=("$TURNPIKE" run -c "$TMP/policy/matrix-${sys#turnpike-}.yaml") ;;
+        tls/turnpike-plainhttp) cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        tls/turnpike-tls|h2/turnpike-h2) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-tls.yaml") ;;
+        tls/turnpike-s4) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-s4.yaml") ;;
+        tls/nginx-tls|h2/nginx-h2) scheme=https; cmd=(nginx -p "$dir/" -c "$TMP/nginx-tls-proxy.conf" -e "$dir/error.log") ;;
+        openapi/turnpike-proxy|jsonprot/turnpike-proxy)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
+        openapi/turnpike-openapi)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-openapi.yaml") ;;
+        jsonprot/turnpike-jsonprot)
+            path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-jsonprotection.yaml") ;;
+        rest2soap/turnpike-plain|soapvalidate/turnpike-plain)
+            expect=""; path=/person-service; script=(-s "$CONFIGS/soap-request.lua")
             cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-plain.yaml") ;;
-        rest2soap/turnpike-rest2soap) expect=""; path=/create-person; ready_path=/api-docs
-            script=(-s "$CONFIGS/rest2soap.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-rest2soap.yaml") ;;
-        soapvalidate/turnpike-validate) expect=""; path=/person-service; ready_path="/person-service?wsdl"
-            script=(-s "$CONFIGS/soap-request.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-validate.yaml") ;;
+        rest2soap/turnpike-rest2soap)
+            expect=""; path=/create-person; ready_path=/api-docs; script=(-s "$CONFIGS/rest2soap.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-rest2soap.yaml") ;;
+        soapvalidate/turnpike-validate)
+            expect=""; path=/person-service; ready_path="/person-service?wsdl"; script=(-s "$CONFIGS/soap-request.lua")
+            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-validate.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
-    url="http://127.0.0.1:$port$path"
+    url="$scheme://127.0.0.1:$port$path"
     log "round $round/$ROUNDS: $case / $sys  ($url)"
     ensure_ports_free "$port"
     start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
     pid=$SERVER_PID
-    wait_ready "$pid" "http://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir"
+    local hdr=${HDR[$pair]:-} wargs=()
+    [[ -n $hdr ]] && wargs=(-H "$hdr")
+    wait_ready "$pid" "$scheme://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)
     "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
-        || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+    if [[ $case == h2 ]]; then
+        taskset -c "$LOAD_CPU" h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+            || { cat "$dir/wrk.txt" >&2; die "h2load failed against $url"; }
+    else
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
+            || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+    fi
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)
@@ -378,6 +481,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 stop_pid "$BACKEND_PID" 10
+[[ -n $TLS_BACKEND_PID ]] && stop_pid "$TLS_BACKEND_PID" 10
 
 mkdir -p "$RESULTS"
 OUT=$RESULTS/$STAMP.md

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde_path_to_error::Segment;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::model::{ApiConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig};
+use crate::model::{
+    ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig,
+};
 use crate::yaml::{self, Span};
 
 /// Where one YAML document came from, with the position of each of its values.
@@ -110,6 +112,8 @@ pub struct ConfigSet {
     pub soap_proxies: Vec<Located<SoapProxyConfig>>,
     /// Every `global:` list, in the order read.
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
+    /// Every consumer, in the order read.
+    pub consumers: Vec<Located<ConsumerConfig>>,
     /// Every file read (for `--watch`).
     pub files: Vec<PathBuf>,
 }
@@ -287,14 +291,19 @@ impl Loader<'_> {
     fn add(&mut self, doc: Document, origin: Arc<Origin>) {
         match doc {
             Document::Api(api) => self.set.apis.push(Located {
-                value: api,
+                value: *api,
                 origin,
                 key: "api".into(),
             }),
             Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
-                value: p,
+                value: *p,
                 origin,
                 key: "soapProxy".into(),
+            }),
+            Document::Consumer(c) => self.set.consumers.push(Located {
+                value: c,
+                origin,
+                key: "consumer".into(),
             }),
             Document::Global(policies) => self.set.globals.push(Located {
                 value: policies,

@@ -226,3 +226,23 @@ mod tests {
         assert!(ByteSize::parse("x").is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,40}") {
+            let _ = Duration::parse(&s);
+            let _ = ByteSize::parse(&s);
+        }
+
+        #[test]
+        fn seconds_and_iso_agree(n in 0u64..100_000) {
+            prop_assert_eq!(Duration::parse(&format!("{n}s")).unwrap(), Duration::parse(&format!("PT{n}S")).unwrap());
+            prop_assert_eq!(ByteSize::parse(&format!("{n}KB")).unwrap().0, n * 1024);
+        }
+    }
+}

@@ -414,3 +414,33 @@ mod tests {
         assert!(matches!(e[1].1.value, Value::Map(_)));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn reading_never_panics(text in "\\PC{0,200}") {
+            let _ = parse_documents(&text, &|_| Some("v".into()));
+        }
+
+        #[test]
+        fn yaml_like_input_never_panics(text in "([a-z]{1,5}: ?(\\[|\\{|\\]|\\}|-|'|\"|\\$\\{[A-Z]{1,3}\\}|[0-9]{1,3}|\\n {0,4})){0,30}") {
+            let _ = parse_documents(&text, &|_| Some("v".into()));
+        }
+
+        #[test]
+        fn text_without_placeholders_is_unchanged(text in "[^$]{0,100}") {
+            prop_assert_eq!(substitute_env(&text, &|_| None).unwrap(), text);
+        }
+
+        #[test]
+        fn every_env_placeholder_is_replaced(name in "[A-Z_][A-Z0-9_]{0,10}", pre in "[a-z ]{0,10}") {
+            let text = format!("{pre}${{{name}}}{pre}");
+            let out = substitute_env(&text, &|n| Some(format!("<{n}>"))).unwrap();
+            prop_assert_eq!(out, format!("{pre}<{name}>{pre}"));
+        }
+    }
+}

@@ -47,6 +47,9 @@ pub struct Chain {
     body_need: BodyNeed,
     response_body_need: BodyNeed,
     has_response_steps: bool,
+    response_needs_request: bool,
+    /// Indexes of the request steps that inspect the body while it is read.
+    inspecting: Vec<usize>,
 }
 
 impl Chain {
@@ -65,12 +68,35 @@ impl Chain {
             .max()
             .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
+        let response_needs_request = steps
+            .iter()
+            .any(|s| s.response && s.policy.response_needs_request());
+        let inspecting = if body_need == BodyNeed::Buffer {
+            steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.request && s.policy.body_inspector().is_some())
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Chain {
             steps,
             body_need,
             response_body_need,
             has_response_steps,
+            response_needs_request,
+            inspecting,
         }
+    }
+
+    /// The body inspectors for one request (empty for most chains: no allocation then).
+    pub fn body_inspectors(&self) -> Vec<Box<dyn crate::policy::BodyInspector>> {
+        self.inspecting
+            .iter()
+            .filter_map(|&i| self.steps.get(i).and_then(|s| s.policy.body_inspector()))
+            .collect()
     }
 
     /// The steps, in flow order.
@@ -86,6 +112,11 @@ impl Chain {
     /// What the response phase needs of the response body (computed once).
     pub fn response_body_need(&self) -> BodyNeed {
         self.response_body_need
+    }
+
+    /// True when a response step reads the request (see [`Policy::response_needs_request`]).
+    pub fn response_needs_request(&self) -> bool {
+        self.response_needs_request
     }
 
     /// True when no step has a response phase (the engine then skips it).

@@ -19,6 +19,30 @@ pub type PathParams = SmallVec<[(u16, u16); 4]>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedEndpoint(pub http::uri::PathAndQuery);
 
+/// Who is calling, as established by an authentication policy; stored in
+/// [`Exchange::extensions`] and read by later policies, templates and the access log.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    /// The consumer the credentials belong to, when they belong to a configured consumer.
+    pub consumer: Option<std::sync::Arc<str>>,
+    /// The consumer's groups.
+    pub groups: Vec<std::sync::Arc<str>>,
+    /// The user name (basic auth) or subject (JWT) presented.
+    pub subject: Option<String>,
+    /// Scopes granted with the credentials (API key scopes, JWT `scope`/`scp`).
+    pub scopes: Vec<String>,
+    /// The verified JWT claims, for JWT authentication.
+    pub claims: Option<std::sync::Arc<serde_json::Map<String, serde_json::Value>>>,
+}
+
+/// The verified client certificate of a mutual-TLS connection; stored in
+/// [`Exchange::extensions`] for policies.
+#[derive(Debug, Clone)]
+pub struct ClientCertificate {
+    /// The certificate's subject, RFC 4514 form (`CN=client,O=Example`).
+    pub subject: String,
+}
+
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.
 #[derive(Debug)]
@@ -66,6 +90,11 @@ impl Exchange {
                 .unwrap_or(""),
             None => "",
         }
+    }
+
+    /// The caller's identity, once an authentication policy established it.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.extensions.get::<Identity>()
     }
 
     /// The request body when it is held in memory (the engine buffers it before the request

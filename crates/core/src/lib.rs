@@ -5,6 +5,8 @@
 pub mod body;
 pub mod chain;
 pub mod exchange;
+pub mod json;
+pub mod jsonpath;
 pub mod policy;
 pub mod problem;
 pub mod router;
@@ -13,7 +15,7 @@ pub mod template;
 pub use body::Body;
 pub use chain::{Chain, RequestEnd, Step};
 pub use exchange::Exchange;
-pub use policy::{BodyNeed, Outcome, Policy};
+pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy};
 pub use problem::Problem;
 pub use router::{Match, RouteSpec, Router};
 pub use template::{Template, TemplateScope};

@@ -53,6 +53,22 @@ pub trait Policy: Send + Sync + 'static {
         BodyNeed::None
     }
 
+    /// True when the response phase reads the request (its headers, method or URI). When no
+    /// response step of a chain does, the engine hands the request head to the backend without
+    /// keeping a copy. Called once; the safe default is `true`.
+    fn response_needs_request(&self) -> bool {
+        true
+    }
+
+    /// A checker fed with each chunk of the request body while the engine reads it into memory
+    /// (only when the chain buffers the body). Its first error stops reading and answers the
+    /// request with that problem before the request phase runs: a policy such as
+    /// `jsonProtection` rejects a huge or deeply nested body without reading all of it. Called
+    /// once per request (and once when the chain is compiled, to learn whether it inspects).
+    fn body_inspector(&self) -> Option<Box<dyn BodyInspector>> {
+        None
+    }
+
     /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
     fn on_request(&self, _ex: &mut Exchange) -> Outcome {
         Outcome::Continue
@@ -64,3 +80,17 @@ pub trait Policy: Send + Sync + 'static {
         Outcome::Continue
     }
 }
+
+/// Checks a request body chunk by chunk as it arrives (see [`Policy::body_inspector`]).
+pub trait BodyInspector: Send {
+    /// The next chunk of the body; an error stops reading and is the answer.
+    fn chunk(&mut self, data: &[u8]) -> Result<(), Box<Problem>>;
+
+    /// The body ended (possibly empty).
+    fn end(&mut self) -> Result<(), Box<Problem>>;
+}
+
+/// Put into the exchange's extensions by the engine when every inspector of the chain accepted
+/// the whole request body; a policy that replaces the body removes it.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyInspected;

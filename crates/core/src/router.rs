@@ -622,3 +622,45 @@ mod tests {
         assert!(r.lookup(None, &Method::GET, "/svc1/").is_none());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn lookup_never_panics(path in "\\PC{0,60}", host in "\\PC{0,20}") {
+            let r = Router::build(vec![
+                (RouteSpec { hosts: vec![], method: None, path: PathSpec::Template("/a/{x}/b".into()) }, 0),
+                (RouteSpec { hosts: vec![], method: None, path: PathSpec::Prefix("/a".into()) }, 1),
+                (RouteSpec { hosts: vec![], method: None, path: PathSpec::Regex("^/r/(?P<n>.*)".into()) }, 2),
+            ]).unwrap();
+            let _ = r.lookup(Some(&host), &Method::GET, &path);
+        }
+
+        /// Among prefix routes, the longest prefix of the path wins, whatever the order.
+        #[test]
+        fn longest_prefix_wins(prefixes in proptest::collection::vec("/[a-c]{0,4}", 1..8), path in "/[a-c]{0,8}") {
+            let routes: Vec<_> = prefixes
+                .iter()
+                .map(|p| (RouteSpec { hosts: vec![], method: None, path: PathSpec::Prefix(p.clone()) }, p.clone()))
+                .collect();
+            let r = Router::build(routes).unwrap();
+            let expected = prefixes.iter().filter(|p| path.starts_with(p.as_str())).map(|p| p.len()).max();
+            let got = r.lookup(None, &Method::GET, &path).map(|m| m.value.len());
+            prop_assert_eq!(got, expected);
+        }
+
+        #[test]
+        fn template_parameters_are_bound(seg in "[a-z0-9]{1,10}", tail in "[a-z]{1,5}") {
+            let r = Router::build(vec![(RouteSpec { hosts: vec![], method: None, path: PathSpec::Template("/items/{id}/x".into()) }, ())]).unwrap();
+            let path = format!("/items/{seg}/x");
+            let m = r.lookup(None, &Method::GET, &path).unwrap();
+            let (s, e) = m.params[0];
+            prop_assert_eq!(&path[s as usize..e as usize], seg.as_str());
+            let other = format!("/items/{seg}/{tail}y");
+            prop_assert!(r.lookup(None, &Method::GET, &other).is_none());
+        }
+    }
+}

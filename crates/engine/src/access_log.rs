@@ -25,6 +25,8 @@ pub struct AccessRecord<'a> {
     pub upstream_status: Option<StatusCode>,
     /// Why the gateway answered itself with an error, if it did.
     pub error: Option<&'a str>,
+    /// The consumer an auth policy identified.
+    pub consumer: Option<&'a str>,
 }
 
 /// Writes `r` as one JSON line to stdout. Errors writing the log are ignored (the request has been
@@ -49,6 +51,9 @@ pub fn write(r: &AccessRecord<'_>) {
     }
     if let Some(s) = r.upstream_status {
         obj.insert("upstreamStatus".into(), s.as_u16().into());
+    }
+    if let Some(c) = r.consumer {
+        obj.insert("consumer".into(), c.into());
     }
     if let Some(e) = r.error {
         obj.insert("error".into(), e.into());

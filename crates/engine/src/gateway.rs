@@ -70,6 +70,7 @@ impl Gateway {
         sources: Vec<PathBuf>,
     ) -> Result<Self, ApplyError> {
         let settings = snap.settings.clone();
+        let files = watched_files(&set, &snap);
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
         let mut bound = HashMap::new();
@@ -102,7 +103,7 @@ impl Gateway {
                 bound,
                 settings,
                 sources,
-                files: set.files.clone(),
+                files,
             }),
         };
         gw.distribute(opened);
@@ -202,6 +203,7 @@ impl Gateway {
                 "gateway.threads changes take effect after a restart"
             );
         }
+        let files = watched_files(&set, &snap);
         self.snapshot.store(Arc::new(snap));
         if settings != control.settings {
             for (tx, _) in &self.workers {
@@ -216,7 +218,7 @@ impl Gateway {
         }
         control.bound = new_bound;
         control.settings = settings;
-        control.files = set.files;
+        control.files = files;
         Ok(())
     }
 
@@ -241,4 +243,12 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         self.stop(std::time::Duration::ZERO);
     }
+}
+
+/// The files whose change means a reload: the config files and the OpenAPI spec files they
+/// deploy.
+fn watched_files(set: &ConfigSet, snap: &Snapshot) -> Vec<PathBuf> {
+    let mut files = set.files.clone();
+    files.extend(snap.spec_files.iter().cloned());
+    files
 }

@@ -1,23 +1,29 @@
 //! The request path: route → exchange → request phase → target (or the policy's answer) →
-//! response phase → client. Every error the gateway generates is problem+json with the right
-//! status (a SOAP fault on SOAP APIs, see [`ErrorFormat`]), and is logged.
+//! response phase → client. Every error the gateway generates has the right status and a
+//! machine-readable body — problem+json, a gRPC status for gRPC requests, or a SOAP fault on
+//! SOAP APIs — and is logged.
+//! WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled both ways.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use http::header;
-use http::{Request, Response, StatusCode, Version};
+use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
+use turnpike_core::exchange::ClientCertificate;
 use turnpike_core::exchange::FixedEndpoint;
-use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Problem, RequestEnd};
+use turnpike_core::{
+    Body, BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Problem, RequestEnd,
+};
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
-use crate::snapshot::{Api, ErrorFormat, Snapshot};
+use crate::snapshot::{Api, ErrorStyle, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
-use http::HeaderValue;
+use crate::worker::ConnInfo;
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
@@ -25,10 +31,116 @@ pub struct RequestContext<'a> {
     pub client: &'a UpstreamPool,
     /// The listening address the request arrived on, as configured (the snapshot's key).
     pub listener: SocketAddr,
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The client's IP as an `X-Forwarded-For` element (computed once per connection).
-    pub peer_ip: &'a HeaderValue,
+    /// The connection the request came on.
+    pub conn: &'a ConnInfo,
+}
+
+/// How the gateway's own error answers are written for a request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ErrorFormat {
+    /// RFC 9457 problem+json.
+    Problem,
+    /// A gRPC "trailers-only" answer: HTTP 200 with `grpc-status` and `grpc-message`.
+    Grpc,
+    /// A SOAP fault in this version (APIs with [`ErrorStyle::SoapFault`]: `soapProxy`).
+    Soap(turnpike_soap::SoapVersion),
+}
+
+impl ErrorFormat {
+    fn of(req: &Request<Incoming>) -> Self {
+        let grpc = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        if grpc {
+            ErrorFormat::Grpc
+        } else {
+            ErrorFormat::Problem
+        }
+    }
+
+    /// The format for a request routed to an API with `style` (gRPC requests keep theirs).
+    fn for_api(self, style: ErrorStyle, headers: &http::HeaderMap) -> Self {
+        match (self, style) {
+            (ErrorFormat::Problem, ErrorStyle::SoapFault) => ErrorFormat::Soap(
+                turnpike_soap::SoapVersion::from_content_type(headers.get(header::CONTENT_TYPE)),
+            ),
+            (f, _) => f,
+        }
+    }
+
+    fn render(self, p: Problem) -> Response<Body> {
+        match self {
+            ErrorFormat::Problem => p.into_response(),
+            ErrorFormat::Grpc => grpc_error(&p),
+            ErrorFormat::Soap(v) => turnpike_soap::problem_to_fault(p, v),
+        }
+    }
+}
+
+/// The gRPC status code for an HTTP status the gateway answers with.
+fn grpc_code(status: StatusCode) -> u8 {
+    match status.as_u16() {
+        400 | 413 | 415 | 422 => 3, // INVALID_ARGUMENT
+        401 => 16,                  // UNAUTHENTICATED
+        403 => 7,                   // PERMISSION_DENIED
+        404 | 405 => 12,            // UNIMPLEMENTED
+        429 => 8,                   // RESOURCE_EXHAUSTED
+        504 => 4,                   // DEADLINE_EXCEEDED
+        502 | 503 => 14,            // UNAVAILABLE
+        _ => 13,                    // INTERNAL
+    }
+}
+
+fn grpc_error(p: &Problem) -> Response<Body> {
+    let mut res = Response::new(Body::Empty);
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert(
+        "grpc-status",
+        HeaderValue::from(u16::from(grpc_code(p.status))),
+    );
+    let message = match &p.detail {
+        Some(d) => format!("{}: {d}", p.title),
+        None => p.title.to_string(),
+    };
+    // grpc-message is percent-encoded (gRPC over HTTP/2 spec).
+    let encoded = percent_encode_grpc(&message);
+    if let Ok(v) = HeaderValue::from_str(&encoded) {
+        h.insert("grpc-message", v);
+    }
+    for (k, v) in &p.headers {
+        h.append(k.clone(), v.clone());
+    }
+    res
+}
+
+fn percent_encode_grpc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// True for an HTTP/1.1 request asking to switch protocols (WebSocket and others).
+fn is_upgrade(req: &Request<Incoming>) -> bool {
+    req.version() == Version::HTTP_11
+        && req.headers().contains_key(header::UPGRADE)
+        && req
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// Serves one request against `snap`. Never fails: errors become problem responses.
@@ -38,8 +150,9 @@ pub async fn serve(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let settings = &snap.settings;
-    // Timing is read only when it is logged.
-    let start = settings.access_log.then(Instant::now);
+    let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
+    let format = ErrorFormat::of(&req);
+    let version = req.version();
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
         .headers()
@@ -53,29 +166,26 @@ pub async fn serve(
             req.method(),
             req.uri().path()
         ));
-        return finish_log(
-            settings.access_log,
-            &ctx,
-            &req,
+        return log.finish(
+            format.render(problem),
             None,
-            start,
             None,
-            problem.into_response(),
             Some("no route"),
+            None,
+            version,
         );
     };
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
 
-    let (parts, body) = req.into_parts();
-    // The request's Content-Type, kept only where problems are answered as SOAP faults.
-    let soap_ct = match api.error_format {
-        ErrorFormat::ProblemJson => None,
-        ErrorFormat::SoapFault => parts.headers.get(header::CONTENT_TYPE).cloned(),
+    let upgrade = is_upgrade(&req);
+    let (mut parts, body) = req.into_parts();
+    let client_upgrade = if upgrade {
+        parts.extensions.remove::<OnUpgrade>()
+    } else {
+        None
     };
-    let render = |p: Problem| api.error_format.render(p, soap_ct.as_ref());
-    let log_method = parts.method.clone();
-    let log_uri = parts.uri.clone();
+    let format = format.for_api(api.error_style, &parts.headers);
 
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
@@ -92,16 +202,13 @@ pub async fn serve(
                 "Request body too large",
             )
             .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
-            return log_and(
-                settings.access_log,
-                &ctx,
-                &log_method,
-                &log_uri,
+            return log.finish(
+                format.render(problem),
                 Some(&api),
-                start,
                 None,
-                render(problem),
                 Some("body too large"),
+                None,
+                version,
             );
         }
         Some(_) => Body::Incoming(body),
@@ -112,80 +219,136 @@ pub async fn serve(
         },
     };
 
-    let mut ex = Exchange::new(parts, body, ctx.peer, params);
+    // A streamed (chunked) body on GET or HEAD would not be sent on by the HTTP/1.1 client
+    // (those methods get no implicit body framing), so such a body is read in full first: it is
+    // forwarded with a Content-Length, and malformed chunked framing is refused here instead of
+    // being silently dropped.
+    let body = if matches!(parts.method, http::Method::GET | http::Method::HEAD)
+        && parts.headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        match buffer(body, limit).await {
+            Ok(bytes) => {
+                parts.headers.remove(header::TRANSFER_ENCODING);
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                Body::Full(Some(bytes))
+            }
+            Err(problem) => {
+                return log.finish(
+                    format.render(problem),
+                    Some(&api),
+                    None,
+                    Some("request body"),
+                    None,
+                    version,
+                );
+            }
+        }
+    } else {
+        body
+    };
+    let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
+    if let Some(subject) = &ctx.conn.client_cert {
+        ex.extensions.insert(ClientCertificate {
+            subject: subject.to_string(),
+        });
+    }
     let mut upstream_status = None;
     let mut error: Option<&'static str> = None;
     if api.chain.body_need() == BodyNeed::Buffer {
-        match buffer(std::mem::take(&mut ex.request_body), limit).await {
-            Ok(bytes) => ex.request_body = Body::Full(Some(bytes)),
+        let mut inspectors = api.chain.body_inspectors();
+        let body = std::mem::take(&mut ex.request_body);
+        let read = if inspectors.is_empty() {
+            buffer(body, limit).await
+        } else {
+            buffer_inspected(body, limit, &mut inspectors).await
+        };
+        match read {
+            Ok(bytes) => {
+                ex.request_body = Body::Full(Some(bytes));
+                if !inspectors.is_empty() {
+                    ex.extensions.insert(BodyInspected);
+                }
+            }
             Err(problem) => {
-                return log_and(
-                    settings.access_log,
-                    &ctx,
-                    &log_method,
-                    &log_uri,
+                let kind = problem.kind;
+                return log.finish(
+                    format.render(problem),
                     Some(&api),
-                    start,
                     None,
-                    render(problem),
-                    Some("request body"),
+                    Some(kind),
+                    None,
+                    version,
                 );
             }
         }
     }
+    let internal = || {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+        )
+    };
+    let mut backend_upgrade = None;
     let (response, end) = match api.chain.run_request(&mut ex) {
         RequestEnd::Answered { at, outcome } => {
             let res = match outcome {
                 Outcome::Respond(r) => r,
                 Outcome::Reject(p) => {
                     error = Some(p.kind);
-                    render(p)
+                    format.render(p)
                 }
-                Outcome::Continue => Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Internal error",
-                )
-                .into_response(),
+                Outcome::Continue => format.render(internal()),
             };
             (res, at)
         }
         RequestEnd::Forward => match &api.target {
-            Some(target) => match forward(&mut ex, target, &ctx, settings.upstream_timeout).await {
-                Ok(res) => {
-                    upstream_status = Some(res.status());
-                    (res, usize::MAX)
+            Some(target) => {
+                let how = Forwarding {
+                    timeout: settings.upstream_timeout,
+                    keep_request: api.chain.response_needs_request(),
+                    upgrade: client_upgrade.is_some(),
+                };
+                match forward(&mut ex, target, &ctx, how).await {
+                    Ok((res, up)) => {
+                        upstream_status = Some(res.status());
+                        backend_upgrade = up;
+                        (res, usize::MAX)
+                    }
+                    Err((kind, problem)) => {
+                        error = Some(kind);
+                        tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
+                        (format.render(problem), usize::MAX)
+                    }
                 }
-                Err((kind, problem)) => {
-                    error = Some(kind);
-                    tracing::warn!(api = %api.name, uri = %log_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
-                    (render(problem), usize::MAX)
-                }
-            },
+            }
             None => {
                 // Compilation guarantees a target or an answering flow; reaching here means a
                 // conditional answer did not fire.
                 error = Some("no target");
                 (
-                    Problem::new(
+                    format.render(Problem::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "no-target",
                         "This API has no target",
-                    )
-                    .into_response(),
+                    )),
                     usize::MAX,
                 )
             }
         },
     };
-    let response = if api.chain.has_response_steps() {
-        let response = if api.chain.response_body_need() == BodyNeed::Buffer {
+    let mut response = if api.chain.has_response_steps() {
+        let response = if api.chain.response_body_need() == BodyNeed::Buffer
+            && response.status() != StatusCode::SWITCHING_PROTOCOLS
+        {
             let (parts, body) = response.into_parts();
             match buffer(body, limit).await {
                 Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
                 Err(_) => {
                     error = Some("response body");
-                    render(Problem::new(
+                    format.render(Problem::new(
                         StatusCode::BAD_GATEWAY,
                         "upstream-error",
                         "The backend's response could not be read",
@@ -198,31 +361,56 @@ pub async fn serve(
         ex.response = Some(response);
         if let Some(p) = api.chain.run_response(&mut ex, end) {
             error = Some(p.kind);
-            render(p)
+            format.render(p)
         } else {
-            ex.response.take().unwrap_or_else(|| {
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "Internal error",
-                )
-                .into_response()
-            })
+            ex.response
+                .take()
+                .unwrap_or_else(|| format.render(internal()))
         }
     } else {
         response
     };
-    log_and(
-        settings.access_log,
-        &ctx,
-        &log_method,
-        &log_uri,
-        Some(&api),
-        start,
-        upstream_status,
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        match (client_upgrade, backend_upgrade) {
+            (Some(client), Some(backend)) => tunnel(client, backend),
+            _ => {
+                error = Some("upgrade");
+                response = format.render(Problem::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream-error",
+                    "The backend switched protocols unasked",
+                ));
+            }
+        }
+    }
+    let consumer = ex.identity().and_then(|i| i.consumer.clone());
+    log.finish(
         response,
+        Some(&api),
+        upstream_status,
         error,
+        consumer.as_deref(),
+        version,
     )
+}
+
+/// Copies bytes both ways between an upgraded client connection and an upgraded backend
+/// connection until either side closes.
+fn tunnel(client: OnUpgrade, backend: OnUpgrade) {
+    tokio::task::spawn_local(async move {
+        let (client, backend) = match tokio::try_join!(client, backend) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::debug!("upgrade failed: {e}");
+                return;
+            }
+        };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        let mut backend = hyper_util::rt::TokioIo::new(backend);
+        if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
+            tracing::debug!("tunnel ended: {e}");
+        }
+    });
 }
 
 /// Reads a whole body into memory, failing with 413 past `limit` bytes and 400 when the peer
@@ -238,56 +426,177 @@ async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
     };
     match body.collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<BodyTooLarge>().is_some() => Err(Problem::new(
+        Err(e) => Err(read_error(&e, limit)),
+    }
+}
+
+fn read_error(e: &turnpike_core::body::BodyError, limit: u64) -> Problem {
+    if e.downcast_ref::<BodyTooLarge>().is_some() {
+        Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body-too-large",
             "Request body too large",
         )
-        .with_detail(format!("the body exceeds the limit of {limit} bytes"))),
-        Err(e) => Err(Problem::new(
+        .with_detail(format!("the body exceeds the limit of {limit} bytes"))
+    } else {
+        Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-body",
             "The body could not be read",
         )
-        .with_detail(e.to_string())),
+        .with_detail(e.to_string())
     }
+}
+
+/// Like [`buffer`], feeding every chunk to the chain's body inspectors as it arrives; the first
+/// inspector's error stops reading.
+async fn buffer_inspected(
+    body: Body,
+    limit: u64,
+    inspectors: &mut [Box<dyn BodyInspector>],
+) -> Result<bytes::Bytes, Problem> {
+    use http_body_util::BodyExt;
+    let mut body = match body {
+        Body::Incoming(inner) => Body::Limited {
+            inner,
+            remaining: limit,
+        },
+        other => other,
+    };
+    let mut first: Option<bytes::Bytes> = None;
+    let mut rest = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| read_error(&e, limit))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        for i in inspectors.iter_mut() {
+            i.chunk(&data).map_err(|p| *p)?;
+        }
+        // A body in one chunk (the usual case) is kept without copying.
+        match &first {
+            None if rest.is_empty() => first = Some(data),
+            _ => {
+                if let Some(f) = first.take() {
+                    rest.extend_from_slice(&f);
+                }
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    for i in inspectors.iter_mut() {
+        i.end().map_err(|p| *p)?;
+    }
+    Ok(match first {
+        Some(f) => f,
+        None => rest.freeze(),
+    })
 }
 
 type ForwardError = (&'static str, Problem);
 
 /// Sends the exchange's request to `target` and returns its response with hop-by-hop headers
 /// removed.
+/// How one request is forwarded.
+struct Forwarding {
+    /// Time allowed for the backend's response head.
+    timeout: std::time::Duration,
+    /// The response phase reads the request, so the exchange keeps a copy of the request head
+    /// (otherwise the head moves to the backend without a copy).
+    keep_request: bool,
+    /// The client asked to switch protocols: `Upgrade` and `Connection: upgrade` are passed on.
+    upgrade: bool,
+}
+
+/// Sends the exchange's request to `target`; returns its response (hop-by-hop headers removed)
+/// and, for a 101 answer, the backend side of the upgraded connection.
 async fn forward(
     ex: &mut Exchange,
     target: &crate::target::Target,
     ctx: &RequestContext<'_>,
-    timeout: std::time::Duration,
-) -> Result<Response<Body>, ForwardError> {
-    let uri = match ex.extensions.get::<FixedEndpoint>() {
-        Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
-        None => target.upstream_uri(ex.request.uri.path_and_query()),
-    }
-    .map_err(|e| {
+    how: Forwarding,
+) -> Result<(Response<Body>, Option<OnUpgrade>), ForwardError> {
+    let transport = target.transport();
+    let bad = |e: http::Error| {
         (
             "bad-uri",
             Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
                 .with_detail(e.to_string()),
         )
-    })?;
-    let mut parts = std::mem::replace(&mut ex.request, Request::new(()).into_parts().0);
+    };
+    // A policy that turned the request into a call of one endpoint (REST → SOAP) fixes the path.
+    let mut uri = match ex.extensions.get::<FixedEndpoint>() {
+        Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
+        None => target.upstream_uri(ex.request.uri.path_and_query()),
+    }
+    .map_err(bad)?;
+    if transport.http2 {
+        // HTTP/2 carries scheme and authority as pseudo-headers: give the full URI.
+        let mut p = uri.into_parts();
+        p.scheme = Some(target.scheme().clone());
+        p.authority = Some(target.authority().clone());
+        uri = http::Uri::from_parts(p).map_err(|e| bad(e.into()))?;
+    }
+    // HTTP/2 clients send the authority instead of `Host`.
+    let client_authority = ex.request.uri.authority().cloned();
+    let mut parts = if how.keep_request {
+        let mut p = Request::new(()).into_parts().0;
+        p.method = ex.request.method.clone();
+        p.headers = ex.request.headers.clone();
+        p
+    } else {
+        std::mem::replace(&mut ex.request, Request::new(()).into_parts().0)
+    };
     parts.uri = uri;
-    parts.version = Version::HTTP_11;
+    parts.version = if transport.http2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    let te_trailers = parts
+        .headers
+        .get(header::TE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    let upgrade_to = if how.upgrade {
+        parts.headers.get(header::UPGRADE).cloned()
+    } else {
+        None
+    };
     remove_hop_by_hop(&mut parts.headers);
-    add_forwarded(&mut parts.headers, ctx.peer_ip, "http");
-    if target.adjust_host || !parts.headers.contains_key(header::HOST) {
+    if te_trailers {
+        // The one TE value that may cross (gRPC needs it).
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    if let Some(u) = upgrade_to {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, u);
+    }
+    add_forwarded(
+        &mut parts.headers,
+        &ctx.conn.peer_ip,
+        if ctx.conn.tls { "https" } else { "http" },
+    );
+    if transport.http2 {
+        parts.headers.remove(header::HOST);
+    } else if target.adjust_host {
         parts
             .headers
             .insert(header::HOST, target.host_header().clone());
+    } else if !parts.headers.contains_key(header::HOST) {
+        let host = client_authority
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            .unwrap_or_else(|| target.host_header().clone());
+        parts.headers.insert(header::HOST, host);
     }
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
-    let result = tokio::time::timeout(timeout, ctx.client.send(target.authority(), req)).await;
-    let res = match result {
+    let timeout = how.timeout;
+    let result = tokio::time::timeout(timeout, ctx.client.send(transport, req)).await;
+    let mut res = match result {
         Err(_) => {
             return Err((
                 "upstream timeout",
@@ -306,9 +615,21 @@ async fn forward(
         Ok(Err(e)) => return Err(classify(&e, target)),
         Ok(Ok(res)) => res,
     };
+    let upgraded = if res.status() == StatusCode::SWITCHING_PROTOCOLS {
+        res.extensions_mut().remove::<OnUpgrade>()
+    } else {
+        None
+    };
     let (mut parts, body) = res.into_parts();
+    let upgrade_to = parts.headers.get(header::UPGRADE).cloned();
     remove_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, Body::Incoming(body)))
+    if let (true, Some(u)) = (upgraded.is_some(), upgrade_to) {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, u);
+    }
+    Ok((Response::from_parts(parts, Body::Incoming(body)), upgraded))
 }
 
 fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
@@ -326,6 +647,17 @@ fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
             );
         }
         source = s.source();
+    }
+    if let UpstreamError::Tls { .. } = e {
+        return (
+            "upstream tls",
+            Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream-tls",
+                "TLS to the backend failed",
+            )
+            .with_detail(error_chain(e)),
+        );
     }
     if matches!(
         e,
@@ -371,56 +703,53 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-#[allow(clippy::too_many_arguments)]
-fn log_and(
-    enabled: bool,
-    ctx: &RequestContext<'_>,
-    method: &http::Method,
-    uri: &http::Uri,
-    api: Option<&Api>,
-    start: Option<Instant>,
-    upstream_status: Option<StatusCode>,
-    mut response: Response<Body>,
-    error: Option<&str>,
-) -> Response<Body> {
-    if enabled {
-        access_log::write(&AccessRecord {
-            client: ctx.peer,
-            method,
-            uri: uri.path_and_query().map_or("/", |p| p.as_str()),
-            api: api.map(|a| &*a.name),
-            status: response.status(),
-            elapsed: start.map_or(std::time::Duration::ZERO, |s| s.elapsed()),
-            upstream_status,
-            error,
-        });
-    }
-    if response.version() != Version::HTTP_11 {
-        *response.version_mut() = Version::HTTP_11;
-    }
-    response
+/// What the access log needs of a request, taken when it arrives (only when logging is on).
+struct RequestLog {
+    entry: Option<(Instant, SocketAddr, http::Method, http::Uri)>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish_log(
-    enabled: bool,
-    ctx: &RequestContext<'_>,
-    req: &Request<Incoming>,
-    api: Option<&Api>,
-    start: Option<Instant>,
-    upstream_status: Option<StatusCode>,
-    response: Response<Body>,
-    error: Option<&str>,
-) -> Response<Body> {
-    log_and(
-        enabled,
-        ctx,
-        req.method(),
-        req.uri(),
-        api,
-        start,
-        upstream_status,
-        response,
-        error,
-    )
+impl RequestLog {
+    fn start(enabled: bool, peer: SocketAddr, req: &Request<Incoming>) -> Self {
+        RequestLog {
+            entry: enabled.then(|| {
+                (
+                    Instant::now(),
+                    peer,
+                    req.method().clone(),
+                    req.uri().clone(),
+                )
+            }),
+        }
+    }
+
+    /// Writes the access log line (when on) and returns the response to send.
+    fn finish(
+        self,
+        response: Response<Body>,
+        api: Option<&Api>,
+        upstream_status: Option<StatusCode>,
+        error: Option<&str>,
+        consumer: Option<&str>,
+        version: Version,
+    ) -> Response<Body> {
+        let mut response = response;
+        // Answer in the client's protocol, whatever the backend spoke.
+        if response.version() != version {
+            *response.version_mut() = version;
+        }
+        if let Some((start, client, method, uri)) = &self.entry {
+            access_log::write(&AccessRecord {
+                client: *client,
+                method,
+                uri: uri.path_and_query().map_or("/", |p| p.as_str()),
+                api: api.map(|a| &*a.name),
+                status: response.status(),
+                elapsed: start.elapsed(),
+                upstream_status,
+                error,
+                consumer,
+            });
+        }
+        response
+    }
 }

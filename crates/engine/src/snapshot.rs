@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use turnpike_config::{
-    ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located, PathConfig, SoapProxyConfig,
-    TargetConfig,
-};
-use turnpike_core::chain::Step;
+use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
+use turnpike_config::{OpenApiSource, PathConfig, SoapProxyConfig, TargetConfig};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, Problem, RouteSpec, Router, TemplateScope};
-use turnpike_policies::{answers_itself, compile_flow, Direction, FlowContext};
+use turnpike_core::{Chain, RouteSpec, Router, Step, TemplateScope};
+use turnpike_openapi::docs::ApiDocs;
+use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
+use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
 use turnpike_soap::{Wsdl, WsdlPublisher};
 
 use crate::target::Target;
@@ -28,45 +27,55 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
-    /// How the problems the gateway generates for this API are rendered.
-    pub error_format: ErrorFormat,
+    /// How the gateway writes the problems it generates for this API.
+    pub error_style: ErrorStyle,
 }
 
-/// How an API answers with the problems the gateway itself generates (a policy's `Reject`,
-/// backend unreachable or late, bodies too large): RFC 9457 problem+json for HTTP APIs, a SOAP
-/// fault for SOAP APIs (`soapProxy`), whose clients only understand faults. The one place the
-/// engine turns a [`Problem`] into a response once the API is known.
+/// How an API wants the problems the gateway itself generates (a policy's `Reject`, backend
+/// unreachable or late, bodies too large) written: RFC 9457 problem+json for HTTP APIs, a SOAP
+/// fault (in the request's SOAP version) for SOAP APIs (`soapProxy`), whose clients only
+/// understand faults. `proxy.rs` renders every such problem through it (gRPC requests always get
+/// a gRPC status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ErrorFormat {
+pub enum ErrorStyle {
     /// `application/problem+json`.
     #[default]
-    ProblemJson,
-    /// A SOAP fault in the request's SOAP version (from its `Content-Type`).
+    Problem,
+    /// A SOAP fault.
     SoapFault,
 }
 
-impl ErrorFormat {
-    /// Renders `problem`; `content_type` is the request's (read for SOAP faults only).
-    pub fn render(
-        self,
-        problem: Problem,
-        content_type: Option<&http::HeaderValue>,
-    ) -> http::Response<turnpike_core::Body> {
-        match self {
-            ErrorFormat::ProblemJson => problem.into_response(),
-            ErrorFormat::SoapFault => turnpike_soap::problem_to_fault(
-                problem,
-                turnpike_soap::SoapVersion::from_content_type(content_type),
-            ),
-        }
-    }
-}
-
 /// The routes of one listening address.
-#[derive(Debug)]
 pub struct ListenerRoutes {
     /// The matcher over the APIs of this address.
     pub router: Router<Arc<Api>>,
+    /// TLS, when the APIs of this address have `ssl:` (certificates chosen by SNI).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Accept cleartext HTTP/2 with prior knowledge.
+    pub h2c: bool,
+}
+
+impl std::fmt::Debug for ListenerRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerRoutes")
+            .field("routes", &self.router.len())
+            .field("tls", &self.tls.is_some())
+            .field("h2c", &self.h2c)
+            .finish()
+    }
+}
+
+/// HTTP/2 limits, with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Concurrent streams per client connection.
+    pub max_concurrent_streams: u32,
+    /// Initial stream window.
+    pub initial_stream_window_size: u32,
+    /// Initial connection window.
+    pub initial_connection_window_size: u32,
+    /// Largest header list.
+    pub max_header_list_size: u32,
 }
 
 /// Process-level settings, with defaults applied.
@@ -92,6 +101,8 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_timeout: Duration,
+    /// HTTP/2 limits.
+    pub http2: Http2Limits,
 }
 
 impl Settings {
@@ -115,6 +126,23 @@ impl Settings {
             header_read_timeout: d(t.header_read, 30),
             upstream_idle_timeout: d(t.upstream_idle, 90),
             shutdown_timeout: d(t.shutdown, 30),
+            http2: {
+                let h = g.http2.clone().unwrap_or_default();
+                let max_header = limits.max_header_size.map_or(64 << 10, |s| s.0);
+                Http2Limits {
+                    max_concurrent_streams: h.max_concurrent_streams.unwrap_or(256),
+                    initial_stream_window_size: h
+                        .initial_stream_window_size
+                        .map_or(1 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    initial_connection_window_size: h
+                        .initial_connection_window_size
+                        .map_or(4 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                    max_header_list_size: h
+                        .max_header_list_size
+                        .map_or(max_header, |s| s.0)
+                        .min(u32::MAX as u64) as u32,
+                }
+            },
         }
     }
 }
@@ -126,6 +154,8 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
+    /// The local OpenAPI files read (for `--watch`).
+    pub spec_files: Vec<std::path::PathBuf>,
 }
 
 /// The address an API listens on, as configured.
@@ -165,21 +195,25 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
     }
-    let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
-    let mut order: Vec<SocketAddr> = Vec::new();
+    let consumers = Arc::new(compile_consumers(set, &mut errors));
     let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
         .soap_proxies
         .iter()
         .filter_map(|p| soap_proxy_api(p, &mut errors))
         .collect();
+    let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
+    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
+    let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
+    let mut order: Vec<SocketAddr> = Vec::new();
     let apis = set
         .apis
         .iter()
         .map(|a| (a, None))
         .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
     for (located, wsdl) in apis {
-        if let Some((spec, api)) = compile_api(located, wsdl, set, &mut errors) {
-            let addr = listen_addr(&located.value);
+        let addr = listen_addr(&located.value);
+        apis_at.entry(addr).or_default().push(located);
+        for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -187,14 +221,51 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     Vec::new()
                 })
                 .push((spec, Arc::new(api)));
+            if let Some(s) = openapi {
+                specs_by_addr.entry(addr).or_default().push(s);
+            }
+        }
+    }
+    // Every port with OpenAPI-deployed APIs serves their documents under `/api-docs`.
+    for (addr, specs) in &specs_by_addr {
+        let docs = ApiDocs::new(specs);
+        if let Some(routes) = by_addr.get_mut(addr) {
+            routes.push((
+                RouteSpec {
+                    hosts: Vec::new(),
+                    method: None,
+                    path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
+                },
+                Arc::new(Api {
+                    name: "api-docs".into(),
+                    chain: Chain::new(vec![Step {
+                        policy: Box::new(docs),
+                        request: true,
+                        response: false,
+                    }]),
+                    target: None,
+                    error_style: ErrorStyle::Problem,
+                }),
+            ));
         }
     }
     let mut listeners = HashMap::new();
     for addr in order {
         let routes = by_addr.remove(&addr).unwrap_or_default();
+        let apis = apis_at.remove(&addr).unwrap_or_default();
+        let tls = listener_tls(addr, &apis, &mut errors);
+        let h2c = apis.iter().any(|a| a.value.h2c.0);
+        if h2c && tls.is_some() {
+            if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
+                errors.push(a.error(
+                    "h2c",
+                    "h2c is cleartext HTTP/2; on a TLS port HTTP/2 is negotiated with ALPN",
+                ));
+            }
+        }
         match Router::build(routes) {
             Ok(router) => {
-                listeners.insert(addr, ListenerRoutes { router });
+                listeners.insert(addr, ListenerRoutes { router, tls, h2c });
             }
             // Paths were validated per API already; this is a safety net.
             Err((_, msg)) => errors.push(turnpike_config::ConfigError::new(
@@ -208,9 +279,17 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             )),
         }
     }
+    let mut spec_files: Vec<std::path::PathBuf> = specs_by_addr
+        .values()
+        .flatten()
+        .flat_map(|s| s.files.iter().cloned())
+        .collect();
+    spec_files.sort();
+    spec_files.dedup();
     errors.into_result(Snapshot {
         listeners,
         settings,
+        spec_files,
     })
 }
 
@@ -263,6 +342,8 @@ fn soap_proxy_api(
                 host: None,
                 port: None,
                 adjust_host_header: None,
+                ssl: None,
+                http2: Default::default(),
             }
         }
     };
@@ -283,6 +364,9 @@ fn soap_proxy_api(
         }),
         flow: p.flow.clone(),
         target: Some(target),
+        ssl: None,
+        h2c: Default::default(),
+        openapi: Vec::new(),
     };
     Some((
         Located {
@@ -294,10 +378,108 @@ fn soap_proxy_api(
     ))
 }
 
+/// Builds the TLS config of one listening address from its APIs' `ssl:` settings.
+fn listener_tls(
+    addr: SocketAddr,
+    apis: &[&Located<ApiConfig>],
+    errors: &mut ConfigErrors,
+) -> Option<Arc<rustls::ServerConfig>> {
+    let with: Vec<(&Located<ApiConfig>, &turnpike_config::SslConfig)> = apis
+        .iter()
+        .filter_map(|a| a.value.ssl.as_ref().map(|ssl| (*a, ssl)))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    if let Some(plain) = apis.iter().find(|a| a.value.ssl.is_none()) {
+        errors.push(plain.error(
+            "",
+            format!(
+                "port {} mixes TLS and plain APIs: give this API `ssl:` too, or use another port",
+                addr.port()
+            ),
+        ));
+        return None;
+    }
+    let sites: Vec<turnpike_tls::SiteCert<'_>> = with
+        .iter()
+        .map(|(a, ssl)| turnpike_tls::SiteCert {
+            hosts: a
+                .value
+                .host
+                .as_deref()
+                .map(|h| h.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default(),
+            ssl,
+            base: base_dir(a),
+        })
+        .collect();
+    match turnpike_tls::server_config(&sites) {
+        Ok(cfg) => Some(cfg),
+        Err((i, msg)) => {
+            errors.push(with[i.min(with.len() - 1)].0.error("ssl", msg));
+            None
+        }
+    }
+}
+
+/// The folder of the file a value was read from.
+fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
+    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
+    let none = Arc::new(Consumers::default());
+    let scope = TemplateScope::default();
+    Consumers::compile(
+        &set.consumers,
+        |c, errors| {
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers: &none,
+                in_consumer_flow: true,
+                base_dir: base_dir(c),
+                wsdl: None,
+                path_prefix: "",
+            };
+            let mut steps = Vec::new();
+            compile_flow(
+                &c.value.flow,
+                c,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            Chain::new(steps)
+        },
+        errors,
+    )
+}
+/// One compiled route of an API: its route, the API, and the spec it was deployed from.
+type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
+
 fn compile_api(
     located: &Located<ApiConfig>,
     wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
+    consumers: &Arc<Consumers>,
+    errors: &mut ConfigErrors,
+) -> Vec<CompiledRoute> {
+    if !located.value.openapi.is_empty() {
+        return compile_openapi_api(located, set, consumers, errors);
+    }
+    compile_plain_api(located, wsdl, set, consumers, errors)
+        .map(|(r, a)| vec![(r, a, None)])
+        .unwrap_or_default()
+}
+
+fn compile_plain_api(
+    located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
+    set: &ConfigSet,
+    consumers: &Arc<Consumers>,
     errors: &mut ConfigErrors,
 ) -> Option<(RouteSpec, Api)> {
     let api = &located.value;
@@ -339,7 +521,7 @@ fn compile_api(
         }
     };
     let target = match &api.target {
-        Some(t) => match Target::compile(t) {
+        Some(t) => match Target::compile(t, base_dir(located)) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
@@ -363,13 +545,16 @@ fn compile_api(
         Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
         _ => "",
     };
-    let ctx = FlowContext {
-        scope: &scope,
-        wsdl,
-        path_prefix,
-    };
     let mut steps = Vec::new();
     for g in &set.globals {
+        let ctx = FlowContext {
+            scope: &scope,
+            consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            wsdl,
+            path_prefix,
+        };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
     if let Some(w) = wsdl {
@@ -380,6 +565,14 @@ fn compile_api(
             response: false,
         });
     }
+    let ctx = FlowContext {
+        scope: &scope,
+        consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        wsdl,
+        path_prefix,
+    };
     compile_flow(
         &api.flow,
         located,
@@ -411,11 +604,217 @@ fn compile_api(
             name,
             chain: Chain::new(steps),
             target,
-            error_format: if wsdl.is_some() {
-                ErrorFormat::SoapFault
+            error_style: if wsdl.is_some() {
+                ErrorStyle::SoapFault
             } else {
-                ErrorFormat::ProblemJson
+                ErrorStyle::Problem
             },
         },
     ))
+}
+
+/// The host patterns of an API (errors reported, empty list on error).
+fn api_hosts(located: &Located<ApiConfig>, errors: &mut ConfigErrors) -> Vec<HostPattern> {
+    match located
+        .value
+        .host
+        .as_deref()
+        .map(HostPattern::parse_list)
+        .transpose()
+    {
+        Ok(h) => h.unwrap_or_default(),
+        Err(m) => {
+            errors.push(located.error("host", m));
+            Vec::new()
+        }
+    }
+}
+
+/// The spec files of one `openapi[i]` entry.
+fn spec_sources(
+    located: &Located<ApiConfig>,
+    i: usize,
+    src: &OpenApiSource,
+    errors: &mut ConfigErrors,
+) -> Vec<Source> {
+    let base = located
+        .origin
+        .file
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    match (&src.location, &src.dir) {
+        (Some(l), None) => match turnpike_openapi::load::source_of(l, &base) {
+            Ok(s) => vec![s],
+            Err(m) => {
+                errors.push(located.error(&format!("openapi[{i}].location"), m));
+                Vec::new()
+            }
+        },
+        (None, Some(d)) => match turnpike_openapi::load::list_dir(&base.join(d)) {
+            Ok(files) => files.into_iter().map(Source::File).collect(),
+            Err(m) => {
+                errors.push(located.error(&format!("openapi[{i}].dir"), m));
+                Vec::new()
+            }
+        },
+        _ => {
+            errors.push(located.error(
+                &format!("openapi[{i}]"),
+                "give exactly one of `location` and `dir`",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// An API deployed from OpenAPI documents: one route per spec (its base path), each with the
+/// spec's validator in front of the API's flow.
+fn compile_openapi_api(
+    located: &Located<ApiConfig>,
+    set: &ConfigSet,
+    consumers: &Arc<Consumers>,
+    errors: &mut ConfigErrors,
+) -> Vec<CompiledRoute> {
+    let api = &located.value;
+    let before = errors.0.len();
+    if api.path.is_some() {
+        errors.push(located.error(
+            "path",
+            "an API deployed from `openapi` takes its paths from the spec; remove `path`",
+        ));
+    }
+    if api.method.is_some() {
+        errors.push(located.error(
+            "method",
+            "an API deployed from `openapi` takes its methods from the spec; remove `method`",
+        ));
+    }
+    let hosts = api_hosts(located, errors);
+    let target = match &api.target {
+        Some(t) => match Target::compile(t, base_dir(located)) {
+            Ok(t) => Some(t),
+            Err((key, m)) => {
+                errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
+                None
+            }
+        },
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (i, src) in api.openapi.iter().enumerate() {
+        let key = format!("openapi[{i}]");
+        for source in spec_sources(located, i, src, errors) {
+            let spec = match load_spec(&source) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    errors.push(located.error(&key, format!("invalid OpenAPI spec: {e}")));
+                    continue;
+                }
+            };
+            let target = match &target {
+                Some(t) => t.clone(),
+                None => match server_target(&spec) {
+                    Ok(t) => t,
+                    Err(m) => {
+                        errors.push(located.error(&key, m));
+                        continue;
+                    }
+                },
+            };
+            let scope = TemplateScope::default();
+            let mut steps = Vec::new();
+            for g in &set.globals {
+                let ctx = FlowContext {
+                    scope: &scope,
+                    consumers,
+                    in_consumer_flow: false,
+                    base_dir: base_dir(g),
+                    wsdl: None,
+                    path_prefix: "",
+                };
+                compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+            }
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers,
+                in_consumer_flow: false,
+                base_dir: base_dir(located),
+                wsdl: None,
+                path_prefix: "",
+            };
+            let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
+            if requests || responses {
+                steps.push(Step {
+                    policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                    request: true,
+                    response: responses,
+                });
+            }
+            compile_flow(
+                &api.flow,
+                located,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            let name: Arc<str> = match &api.name {
+                Some(n) => n.as_str().into(),
+                None => spec.title.as_str().into(),
+            };
+            out.push((
+                RouteSpec {
+                    hosts: hosts.clone(),
+                    method: None,
+                    path: PathSpec::Prefix(spec.base_path.clone()),
+                },
+                Api {
+                    name,
+                    chain: Chain::new(steps),
+                    target: Some(target),
+                    error_style: ErrorStyle::Problem,
+                },
+                Some(spec),
+            ));
+        }
+    }
+    if errors.0.len() > before {
+        return Vec::new();
+    }
+    out
+}
+
+/// The target named by a spec's first `servers` URL (scheme and authority; the base path stays
+/// in the request path).
+fn server_target(spec: &Spec) -> Result<Target, String> {
+    let Some(url) = &spec.server_url else {
+        return Err(format!(
+            "the spec `{}` has no absolute `servers` URL to forward to; add a `target:`",
+            spec.title
+        ));
+    };
+    let origin = url
+        .find("://")
+        .map(|i| {
+            let rest = &url[i + 3..];
+            let end = rest.find('/').map_or(url.len(), |p| i + 3 + p);
+            &url[..end]
+        })
+        .unwrap_or(url);
+    Target::compile(
+        &TargetConfig {
+            url: Some(origin.to_owned()),
+            host: None,
+            port: None,
+            adjust_host_header: None,
+            ssl: None,
+            http2: turnpike_config::units::Flag(false),
+        },
+        std::path::Path::new("."),
+    )
+    .map_err(|(_, m)| {
+        format!("the spec's server `{url}` cannot be the target ({m}); add a `target:`")
+    })
 }

@@ -12,20 +12,46 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use http::uri::Authority;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use turnpike_core::Body;
 
 use crate::snapshot::Settings;
+use crate::target::Transport;
+use crate::worker::LocalExec;
+
+/// A connection's request sender.
+enum SendRequest {
+    H1(http1::SendRequest<Body>),
+    H2(http2::SendRequest<Body>),
+}
+
+impl SendRequest {
+    fn is_closed(&self) -> bool {
+        match self {
+            SendRequest::H1(s) => s.is_closed(),
+            SendRequest::H2(s) => s.is_closed(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            SendRequest::H1(s) => s.is_ready(),
+            SendRequest::H2(s) => s.is_ready(),
+        }
+    }
+}
 
 /// Most idle connections kept per backend; more are closed when they come back.
 const MAX_IDLE_PER_BACKEND: usize = 1024;
 
 struct Pooled {
-    sender: SendRequest<Body>,
+    sender: SendRequest,
     /// When it was last handed back, on the pool's coarse clock.
     since: Instant,
 }
@@ -49,6 +75,14 @@ pub enum UpstreamError {
         /// The timeout.
         timeout: Duration,
     },
+    /// The TLS handshake with the backend failed (certificate not trusted, wrong name, ...).
+    #[error("TLS handshake with {authority} failed: {source}")]
+    Tls {
+        /// The backend.
+        authority: Authority,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The HTTP exchange failed.
     #[error("{0}")]
     Http(#[from] hyper::Error),
@@ -56,7 +90,7 @@ pub enum UpstreamError {
 
 /// A worker's pool of backend connections.
 pub struct UpstreamPool {
-    idle: RefCell<HashMap<Authority, VecDeque<Pooled>>>,
+    idle: RefCell<HashMap<u64, VecDeque<Pooled>>>,
     connect_timeout: Duration,
     idle_timeout: Duration,
     opened: Cell<u64>,
@@ -82,19 +116,28 @@ impl UpstreamPool {
         self.opened.get()
     }
 
-    /// Sends `req` (origin-form URI, `Host` set) to `authority` over a pooled connection, or a
-    /// new one, and returns the response head with its streaming body.
+    /// Sends `req` (origin-form URI and `Host` for HTTP/1.1; absolute URI for HTTP/2) to the
+    /// backend over a pooled connection, or a new one, and returns the response head with its
+    /// streaming body.
     pub async fn send(
         &self,
-        authority: &Authority,
+        transport: &Arc<Transport>,
         mut req: Request<Body>,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        while let Some(mut sender) = self.checkout(authority) {
-            match sender.try_send_request(req).await {
-                Ok(res) => {
-                    self.checkin(authority, sender);
-                    return Ok(res);
+        while let Some(sender) = self.checkout(transport) {
+            let sent = match sender {
+                SendRequest::H1(mut s) => {
+                    let r = s.try_send_request(req).await;
+                    if r.is_ok() {
+                        self.checkin(transport.id, SendRequest::H1(s));
+                    }
+                    r
                 }
+                // HTTP/2 connections stay in the pool while in use (they multiplex).
+                SendRequest::H2(mut s) => s.try_send_request(req).await,
+            };
+            match sent {
+                Ok(res) => return Ok(res),
                 Err(mut e) => match e.take_message() {
                     // Not sent: try the next connection.
                     Some(back) => req = back,
@@ -102,21 +145,36 @@ impl UpstreamPool {
                 },
             }
         }
-        let mut sender = self.connect(authority).await?;
-        let res = sender.send_request(req).await?;
-        self.checkin(authority, sender);
-        Ok(res)
+        match self.connect(transport).await? {
+            SendRequest::H1(mut s) => {
+                let res = s.send_request(req).await?;
+                self.checkin(transport.id, SendRequest::H1(s));
+                Ok(res)
+            }
+            SendRequest::H2(mut s) => {
+                self.checkin(transport.id, SendRequest::H2(s.clone()));
+                Ok(s.send_request(req).await?)
+            }
+        }
     }
 
-    fn checkout(&self, authority: &Authority) -> Option<SendRequest<Body>> {
+    fn checkout(&self, transport: &Transport) -> Option<SendRequest> {
         let mut idle = self.idle.borrow_mut();
-        let list = idle.get_mut(authority)?;
+        let list = idle.get_mut(&transport.id)?;
         let now = self.now.get();
         // Look at each pooled connection at most once.
         for _ in 0..list.len() {
             let entry = list.pop_front()?;
             if entry.sender.is_closed() || now.duration_since(entry.since) > self.idle_timeout {
                 continue; // dropped: closes the connection
+            }
+            if let SendRequest::H2(s) = &entry.sender {
+                let s = s.clone();
+                list.push_back(Pooled {
+                    since: now,
+                    ..entry
+                });
+                return Some(SendRequest::H2(s));
             }
             if entry.sender.is_ready() {
                 return Some(entry.sender);
@@ -126,12 +184,9 @@ impl UpstreamPool {
         None
     }
 
-    fn checkin(&self, authority: &Authority, sender: SendRequest<Body>) {
+    fn checkin(&self, id: u64, sender: SendRequest) {
         let mut idle = self.idle.borrow_mut();
-        let list = match idle.get_mut(authority) {
-            Some(l) => l,
-            None => idle.entry(authority.clone()).or_default(),
-        };
+        let list = idle.entry(id).or_default();
         if list.len() < MAX_IDLE_PER_BACKEND {
             list.push_back(Pooled {
                 sender,
@@ -140,7 +195,8 @@ impl UpstreamPool {
         }
     }
 
-    async fn connect(&self, authority: &Authority) -> Result<SendRequest<Body>, UpstreamError> {
+    async fn connect(&self, transport: &Transport) -> Result<SendRequest, UpstreamError> {
+        let authority = &transport.authority;
         let host = authority
             .host()
             .trim_start_matches('[')
@@ -167,16 +223,73 @@ impl UpstreamPool {
             Ok(Ok(s)) => s,
         };
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await?;
-        self.opened.set(self.opened.get() + 1);
-        tokio::task::spawn_local(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("backend connection ended: {e}");
+        let sender = match &transport.tls {
+            None => {
+                self.handshake(TokioIo::new(stream), transport.http2)
+                    .await?
             }
-        });
+            Some((cfg, name)) => {
+                let connector = tokio_rustls::TlsConnector::from(cfg.clone());
+                let tls = match tokio::time::timeout(
+                    self.connect_timeout,
+                    connector.connect(name.clone(), stream),
+                )
+                .await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(source)) => {
+                        return Err(UpstreamError::Tls {
+                            authority: authority.clone(),
+                            source,
+                        })
+                    }
+                    Err(_) => {
+                        return Err(UpstreamError::ConnectTimeout {
+                            authority: authority.clone(),
+                            timeout: self.connect_timeout,
+                        })
+                    }
+                };
+                let h2 = transport.http2 && tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                if transport.http2 && !h2 {
+                    return Err(UpstreamError::Tls {
+                        authority: authority.clone(),
+                        source: std::io::Error::other(
+                            "the backend did not agree to HTTP/2 (ALPN h2)",
+                        ),
+                    });
+                }
+                self.handshake(TokioIo::new(tls), h2).await?
+            }
+        };
+        self.opened.set(self.opened.get() + 1);
         Ok(sender)
+    }
+
+    async fn handshake<I>(&self, io: I, h2: bool) -> Result<SendRequest, UpstreamError>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        if h2 {
+            let (sender, conn) = http2::Builder::new(LocalExec)
+                .timer(TokioTimer::new())
+                .handshake(io)
+                .await?;
+            tokio::task::spawn_local(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!("backend HTTP/2 connection ended: {e}");
+                }
+            });
+            Ok(SendRequest::H2(sender))
+        } else {
+            let (sender, conn) = http1::Builder::new().handshake(io).await?;
+            tokio::task::spawn_local(async move {
+                if let Err(e) = conn.with_upgrades().await {
+                    tracing::debug!("backend connection ended: {e}");
+                }
+            });
+            Ok(SendRequest::H1(sender))
+        }
     }
 
     /// Advances the pool's clock and closes pooled connections that are closed or idle for

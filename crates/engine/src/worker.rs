@@ -154,6 +154,56 @@ async fn accept_loop(worker: Rc<Worker>, key: SocketAddr, listener: TcpListener)
     }
 }
 
+/// Runs hyper tasks (HTTP/2 streams, backend connections) on the worker's own thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: std::future::Future + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
+}
+
+/// What a connection knows about its client, shared by its requests.
+pub struct ConnInfo {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The client's IP as an `X-Forwarded-For` element.
+    pub peer_ip: http::HeaderValue,
+    /// The connection is TLS.
+    pub tls: bool,
+    /// Subject of the verified client certificate (mutual TLS).
+    pub client_cert: Option<Rc<str>>,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// True when the client starts with the HTTP/2 connection preface (h2c prior knowledge).
+async fn starts_with_h2_preface(stream: &tokio::net::TcpStream, timeout: Duration) -> bool {
+    let mut buf = [0u8; 24];
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            _ => return false,
+        };
+        if n == 0 || buf[..n] != H2_PREFACE[..n] {
+            return false;
+        }
+        if n == H2_PREFACE.len() {
+            return true;
+        }
+        // A partial preface: wait for more bytes.
+        if stream.readable().await.is_err() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 async fn serve_connection(
     worker: Rc<Worker>,
     key: SocketAddr,
@@ -161,55 +211,131 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     worker.active.set(worker.active.get() + 1);
-    let mut shutdown = worker.shutdown.clone();
-    let (max_buf, max_headers, header_timeout) = {
-        let s = worker.settings.borrow();
-        (s.max_header_size, s.max_headers, s.header_read_timeout)
+    let (tls, h2c) = {
+        let snap = worker.snapshot.load();
+        snap.listeners
+            .get(&key)
+            .map_or((None, false), |l| (l.tls.clone(), l.h2c))
     };
+    let header_timeout = worker.settings.borrow().header_read_timeout;
+    let mut info = ConnInfo {
+        peer,
+        peer_ip: crate::headers::client_ip_value(peer.ip()),
+        tls: tls.is_some(),
+        client_cert: None,
+    };
+    match tls {
+        Some(cfg) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+            match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls_stream)) => {
+                    let (_, session) = tls_stream.get_ref();
+                    let h2 = session.alpn_protocol() == Some(b"h2");
+                    info.client_cert = session
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| turnpike_tls::certificate_subject(c))
+                        .map(Rc::from);
+                    serve_io(&worker, key, TokioIo::new(tls_stream), info, h2).await;
+                }
+                Ok(Err(e)) => tracing::warn!(%peer, "TLS handshake failed: {e}"),
+                Err(_) => tracing::warn!(%peer, "TLS handshake timed out"),
+            }
+        }
+        None => {
+            let h2 = h2c && starts_with_h2_preface(&stream, header_timeout).await;
+            serve_io(&worker, key, TokioIo::new(stream), info, h2).await;
+        }
+    }
+    let n = worker.active.get() - 1;
+    worker.active.set(n);
+    if n == 0 {
+        worker.idle.notify_waiters();
+    }
+}
+
+/// Serves HTTP/1.1 (with upgrades) or HTTP/2 on an accepted connection until it ends or the
+/// worker shuts down (then in-flight requests finish first).
+async fn serve_io<I>(worker: &Rc<Worker>, key: SocketAddr, io: I, info: ConnInfo, h2: bool)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut shutdown = worker.shutdown.clone();
+    let (max_buf, max_headers, header_timeout, h2s) = {
+        let s = worker.settings.borrow();
+        (
+            s.max_header_size,
+            s.max_headers,
+            s.header_read_timeout,
+            s.http2.clone(),
+        )
+    };
+    let peer = info.peer;
     let svc_worker = worker.clone();
-    let peer_ip = Rc::new(crate::headers::client_ip_value(peer.ip()));
+    let info = Rc::new(info);
     let service = service_fn(move |req| {
         let w = svc_worker.clone();
-        let peer_ip = peer_ip.clone();
+        let info = info.clone();
         async move {
             let snap = w.snapshot.load_full();
             let client = Rc::clone(&w.client.borrow());
             let ctx = RequestContext {
                 client: &client,
                 listener: key,
-                peer,
-                peer_ip: &peer_ip,
+                conn: &info,
             };
             Ok::<_, std::convert::Infallible>(proxy::serve(snap, ctx, req).await)
         }
     });
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .max_buf_size(max_buf)
-        .max_headers(max_headers)
-        .keep_alive(true);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let result = if *shutdown.borrow() {
-        conn.as_mut().graceful_shutdown();
-        conn.await
+    let result = if h2 {
+        let mut builder = hyper::server::conn::http2::Builder::new(LocalExec);
+        builder
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(h2s.max_concurrent_streams)
+            .initial_stream_window_size(h2s.initial_stream_window_size)
+            .initial_connection_window_size(h2s.initial_connection_window_size)
+            .max_header_list_size(h2s.max_header_list_size)
+            .max_send_buf_size(h2s.initial_stream_window_size as usize);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        if *shutdown.borrow() {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        } else {
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            }
+        }
     } else {
-        tokio::select! {
-            r = conn.as_mut() => r,
-            _ = shutdown.changed() => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .max_buf_size(max_buf)
+            .max_headers(max_headers)
+            // A client that half-closes after sending its request still gets the answer.
+            .half_close(true)
+            .keep_alive(true);
+        let conn = builder.serve_connection(io, service).with_upgrades();
+        tokio::pin!(conn);
+        if *shutdown.borrow() {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        } else {
+            tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
             }
         }
     };
     if let Err(e) = result {
         tracing::debug!(%peer, "connection ended with an error: {e}");
-    }
-    let n = worker.active.get() - 1;
-    worker.active.set(n);
-    if n == 0 {
-        worker.idle.notify_waiters();
     }
 }

@@ -2,8 +2,9 @@
 //! on the phase they run in.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use turnpike_config::{RemoveHeaderPolicy, SetHeaderPolicy};
-use turnpike_core::{Exchange, Outcome, Policy, Problem, Template};
+use turnpike_config::{ExpressionLanguage, RemoveHeaderPolicy, SetHeaderPolicy};
+use turnpike_core::jsonpath::Message;
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
 use crate::{err, CompileError, FlowContext};
 
@@ -16,7 +17,19 @@ pub(crate) enum ValueTemplate {
 
 impl ValueTemplate {
     pub(crate) fn compile(src: &str, ctx: &FlowContext<'_>) -> Result<Self, String> {
-        let t = Template::parse(src, ctx.scope)?;
+        Self::compile_in(src, ctx, None)
+    }
+
+    /// Compiles `src` with the placeholders of `language` (built-in templates when `None`).
+    pub(crate) fn compile_in(
+        src: &str,
+        ctx: &FlowContext<'_>,
+        language: Option<ExpressionLanguage>,
+    ) -> Result<Self, String> {
+        let t = match language {
+            None => Template::parse(src, ctx.scope)?,
+            Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(src)?,
+        };
         Ok(match t.as_literal() {
             Some(l) => ValueTemplate::Literal(
                 HeaderValue::from_str(l)
@@ -28,9 +41,26 @@ impl ValueTemplate {
 
     /// The value for this exchange; `None` when the rendered text cannot be a header value.
     pub(crate) fn render(&self, ex: &Exchange) -> Option<HeaderValue> {
+        self.render_for(ex, Message::Request)
+    }
+
+    /// The value, with JSONPath placeholders read from `msg`'s body.
+    pub(crate) fn render_for(&self, ex: &Exchange, msg: Message) -> Option<HeaderValue> {
         match self {
             ValueTemplate::Literal(v) => Some(v.clone()),
-            ValueTemplate::Dynamic(t) => HeaderValue::from_str(&t.render(ex)).ok(),
+            ValueTemplate::Dynamic(t) => HeaderValue::from_str(&t.render_for(ex, msg)).ok(),
+        }
+    }
+
+    /// True when rendering reads the message body.
+    pub(crate) fn needs_body(&self) -> bool {
+        matches!(self, ValueTemplate::Dynamic(t) if t.needs_body())
+    }
+
+    /// Parses the body of `msg` if the template reads it.
+    pub(crate) fn prepare(&self, ex: &mut Exchange, msg: Message) {
+        if let ValueTemplate::Dynamic(t) = self {
+            t.prepare(ex, msg);
         }
     }
 }
@@ -53,7 +83,8 @@ impl SetHeader {
     pub fn compile(c: &SetHeaderPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
         Ok(SetHeader {
             name: header_name(&c.name)?,
-            value: ValueTemplate::compile(&c.value, ctx).map_err(|m| err("value", m))?,
+            value: ValueTemplate::compile_in(&c.value, ctx, c.language)
+                .map_err(|m| err("value", m))?,
             if_absent: c.if_absent.0,
         })
     }
@@ -64,11 +95,12 @@ impl SetHeader {
         &self,
         ex: &Exchange,
         current: &HeaderMap,
+        msg: Message,
     ) -> Result<Option<HeaderValue>, InvalidValue> {
         if self.if_absent && current.contains_key(&self.name) {
             return Ok(None);
         }
-        self.value.render(ex).map(Some).ok_or(InvalidValue)
+        self.value.render_for(ex, msg).map(Some).ok_or(InvalidValue)
     }
 
     fn problem(&self, status: StatusCode) -> Problem {
@@ -84,8 +116,21 @@ impl Policy for SetHeader {
         "setHeader"
     }
 
+    fn body_need(&self) -> BodyNeed {
+        if self.value.needs_body() {
+            BodyNeed::Buffer
+        } else {
+            BodyNeed::None
+        }
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        self.body_need()
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        match self.value(ex, &ex.request.headers) {
+        self.value.prepare(ex, Message::Request);
+        match self.value(ex, &ex.request.headers, Message::Request) {
             Ok(Some(v)) => {
                 ex.request.headers.insert(self.name.clone(), v);
                 Outcome::Continue
@@ -96,10 +141,14 @@ impl Policy for SetHeader {
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        if ex.response.is_none() {
+            return Outcome::Continue;
+        }
+        self.value.prepare(ex, Message::Response);
         let Some(res) = ex.response.as_ref() else {
             return Outcome::Continue;
         };
-        match self.value(ex, res.headers()) {
+        match self.value(ex, res.headers(), Message::Response) {
             Ok(Some(v)) => {
                 if let Some(res) = ex.response.as_mut() {
                     res.headers_mut().insert(self.name.clone(), v);
@@ -135,6 +184,10 @@ impl Policy for RemoveHeader {
         "removeHeader"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         ex.request.headers.remove(&self.name);
         Outcome::Continue
@@ -162,12 +215,9 @@ mod tests {
                 name: name.into(),
                 value: value.into(),
                 if_absent: Flag(if_absent),
+                language: None,
             },
-            &FlowContext {
-                scope: &scope,
-                wsdl: None,
-                path_prefix: "",
-            },
+            &crate::testutil::ctx(&scope),
         )
         .unwrap()
     }
@@ -214,17 +264,14 @@ mod tests {
     #[test]
     fn bad_names_and_values_fail_to_compile() {
         let scope = TemplateScope::default();
-        let ctx = FlowContext {
-            scope: &scope,
-            wsdl: None,
-            path_prefix: "",
-        };
+        let ctx = crate::testutil::ctx(&scope);
         let bad = |n: &str, v: &str| {
             SetHeader::compile(
                 &SetHeaderPolicy {
                     name: n.into(),
                     value: v.into(),
                     if_absent: Flag(false),
+                    language: None,
                 },
                 &ctx,
             )
@@ -233,6 +280,40 @@ mod tests {
         assert_eq!(bad("a b", "x").0, "name");
         assert_eq!(bad("a", "${nope}").0, "value");
         assert_eq!(bad("a", "x\ny").0, "value");
+    }
+
+    #[test]
+    fn jsonpath_values_from_request_and_response_bodies() {
+        let scope = TemplateScope::default();
+        let p = SetHeader::compile(
+            &SetHeaderPolicy {
+                name: "X-First".into(),
+                value: "${$.person.firstName}".into(),
+                if_absent: Flag(false),
+                language: Some(ExpressionLanguage::JsonPath),
+            },
+            &crate::testutil::ctx(&scope),
+        )
+        .unwrap();
+        assert_eq!(p.body_need(), BodyNeed::Buffer);
+        let mut ex = exchange("POST", "/", &[], r#"{"person":{"firstName":"Ada"}}"#);
+        assert!(matches!(p.on_request(&mut ex), Outcome::Continue));
+        assert_eq!(ex.request.headers["x-first"], "Ada");
+        ex.response = Some(http::Response::new(Body::full(
+            r#"{"person":{"firstName":"Bob"}}"#,
+        )));
+        p.on_response(&mut ex);
+        assert_eq!(ex.response.unwrap().headers()["x-first"], "Bob");
+        let bad = SetHeader::compile(
+            &SetHeaderPolicy {
+                name: "X".into(),
+                value: "${$.[}".into(),
+                if_absent: Flag(false),
+                language: Some(ExpressionLanguage::JsonPath),
+            },
+            &crate::testutil::ctx(&scope),
+        );
+        assert_eq!(bad.unwrap_err().0, "value");
     }
 
     #[test]

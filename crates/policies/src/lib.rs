@@ -2,10 +2,19 @@
 //! is loaded) and its request/response behaviour. [`compile_flow`] turns a configured flow into
 //! chain steps, rejecting every setting the policy does not implement.
 
+pub mod access_control;
+pub mod auth;
+pub mod consumers;
+pub mod cors;
 mod headers;
+mod json_protection;
+pub mod rate_limit;
 mod respond;
+pub mod rewriter;
+pub mod size_limit;
 mod static_body;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
@@ -13,7 +22,11 @@ use turnpike_core::chain::Step;
 use turnpike_core::{Policy, TemplateScope};
 use turnpike_soap::{Wsdl, Wsdl2OpenApi, WsdlValidator, XmlProtection};
 
+pub use consumers::{Consumer, Consumers};
 pub use headers::{RemoveHeader, SetHeader};
+pub use json_protection::{
+    JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,
+};
 pub use respond::Return;
 pub use static_body::Static;
 
@@ -38,6 +51,13 @@ pub struct FlowContext<'a> {
     /// The API's path prefix (`""` when it matches every path or a template/regex), for
     /// policies that route below it (`wsdl2openapi`).
     pub path_prefix: &'a str,
+    /// Every consumer (auth policies identify callers among them).
+    pub consumers: &'a Arc<Consumers>,
+    /// True while compiling a consumer's own flow (auth policies are not allowed there, and
+    /// `rateLimiter` counts per consumer by default).
+    pub in_consumer_flow: bool,
+    /// The folder of the config file the flow is in (relative file paths start there).
+    pub base_dir: &'a Path,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -119,6 +139,20 @@ pub fn compile_flow<T>(
                         .map(|p| Box::new(p) as _)
                 }
             }
+            PolicyConfig::BasicAuthentication(_) | PolicyConfig::ApiKey(_) | PolicyConfig::JwtAuth(_)
+                if ctx.in_consumer_flow =>
+            {
+                Err((String::new(), "authentication policies cannot stand in a consumer's flow (it runs after authentication)".into()))
+            }
+            PolicyConfig::BasicAuthentication(c) => auth::basic::BasicAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::ApiKey(c) => auth::api_key::ApiKey::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::JwtAuth(c) => auth::jwt::JwtAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::RateLimiter(c) => rate_limit::RateLimiter::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::Cors(c) => cors::Cors::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {
@@ -199,6 +233,25 @@ pub(crate) fn err(key: &str, msg: impl Into<String>) -> CompileError {
 
 #[cfg(test)]
 pub(crate) mod testutil {
+    use std::sync::{Arc, OnceLock};
+
+    use turnpike_core::TemplateScope;
+
+    use crate::{Consumers, FlowContext};
+
+    /// A compile context without consumers, for unit tests.
+    pub fn ctx(scope: &TemplateScope) -> FlowContext<'_> {
+        static NONE: OnceLock<Arc<Consumers>> = OnceLock::new();
+        FlowContext {
+            scope,
+            consumers: NONE.get_or_init(|| Arc::new(Consumers::default())),
+            in_consumer_flow: false,
+            base_dir: std::path::Path::new("."),
+            wsdl: None,
+            path_prefix: "",
+        }
+    }
+
     use std::net::SocketAddr;
 
     use turnpike_core::exchange::PathParams;

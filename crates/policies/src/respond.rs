@@ -68,6 +68,10 @@ impl Policy for Return {
         "return"
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let (body, content_type) = match &self.body {
             Some(t) => (
@@ -121,11 +125,7 @@ mod tests {
                 body: body.map(str::to_owned),
                 content_type: ct.map(str::to_owned),
             },
-            &FlowContext {
-                scope: &scope,
-                wsdl: None,
-                path_prefix: "",
-            },
+            &crate::testutil::ctx(&scope),
         )
     }
 

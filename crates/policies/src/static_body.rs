@@ -41,6 +41,8 @@ impl Policy for Static {
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         ex.request_body = Body::full(self.src.render(ex).into_owned());
+        turnpike_core::json::forget_request_json(ex);
+        ex.extensions.remove::<turnpike_core::BodyInspected>();
         self.set_type(&mut ex.request.headers);
         Outcome::Continue
     }
@@ -51,6 +53,7 @@ impl Policy for Static {
             *res.body_mut() = Body::full(body);
             self.set_type(res.headers_mut());
         }
+        turnpike_core::json::forget_response_json(ex);
         Outcome::Continue
     }
 }

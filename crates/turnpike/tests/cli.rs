@@ -24,7 +24,7 @@ fn validate_reports_every_error_with_file_line_column_and_key() {
     let f = write(
         &dir,
         "bad.yaml",
-        "api:\n  port: 2000\n  flow:\n    - setHeader:\n        name: X-A\n        value: ${path.nope}\n    - return: {}\n---\napi:\n  port: 2001\n  targte:\n    host: x\n---\napi:\n  port: 2002\n  target: { url: \"https://secure.example\" }\n",
+        "api:\n  port: 2000\n  flow:\n    - setHeader:\n        name: X-A\n        value: ${path.nope}\n    - return: {}\n---\napi:\n  port: 2001\n  targte:\n    host: x\n---\napi:\n  port: 2002\n  target: { url: \"ftp://files.example\" }\n",
     );
     let out = Command::new(BIN)
         .args(["validate", "-c"])

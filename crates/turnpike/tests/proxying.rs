@@ -27,7 +27,7 @@ async fn forwarding_headers_and_hop_by_hop() {
             .header("connection", "keep-alive, x-private")
             .header("x-private", "secret")
             .header("keep-alive", "timeout=5")
-            .header("te", "trailers")
+            .header("te", "gzip")
             .header("x-forwarded-for", "203.0.113.5")
             .header("x-custom", "kept")
             .body(Full::new(Bytes::new()))

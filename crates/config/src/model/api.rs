@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::PolicyConfig;
+use super::{OpenApiSource, PolicyConfig, SslConfig, TargetSsl};
 use crate::units::Flag;
 
 /// An API (`api:` document).
@@ -38,6 +38,17 @@ pub struct ApiConfig {
     /// Where requests are forwarded.
     #[serde(default)]
     pub target: Option<TargetConfig>,
+    /// Serve this API over TLS (all APIs of a port must agree; each may bring its certificate,
+    /// chosen by SNI from its `host`).
+    #[serde(default)]
+    pub ssl: Option<SslConfig>,
+    /// Accept cleartext HTTP/2 with prior knowledge (h2c) on this API's port, besides HTTP/1.1.
+    #[serde(default)]
+    pub h2c: Flag,
+    /// Deploy this API from OpenAPI documents: paths, methods and base path come from each spec
+    /// (one route per spec); without `target`, the spec's first `servers` URL is the target.
+    #[serde(default)]
+    pub openapi: Vec<OpenApiSource>,
 }
 
 /// The path an API matches.
@@ -68,4 +79,11 @@ pub struct TargetConfig {
     /// Rewrite the `Host` header to the target's authority (default true).
     #[serde(default)]
     pub adjust_host_header: Option<Flag>,
+    /// TLS to the backend (implied by an `https://` URL).
+    #[serde(default)]
+    pub ssl: Option<TargetSsl>,
+    /// Speak HTTP/2 to the backend (over TLS with ALPN, or h2c with prior knowledge); needed
+    /// for gRPC.
+    #[serde(default)]
+    pub http2: Flag,
 }

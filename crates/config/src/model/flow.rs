@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::ExpressionLanguage;
 use crate::units::Flag;
 
 /// `return`: answers the request.
@@ -47,6 +48,10 @@ pub struct SetHeaderPolicy {
     /// Only set the header when the message does not have it yet.
     #[serde(default)]
     pub if_absent: Flag,
+    /// The language of the value's `${...}` placeholders: absent for the built-in templates,
+    /// `jsonpath` for RFC 9535 JSONPath on the JSON body (`${$.person.firstName}`).
+    #[serde(default)]
+    pub language: Option<ExpressionLanguage>,
 }
 
 /// `removeHeader`.

@@ -21,6 +21,27 @@ pub struct GatewaySettings {
     /// Timeouts.
     #[serde(default)]
     pub timeouts: Option<Timeouts>,
+    /// HTTP/2 limits (clients and backends).
+    #[serde(default)]
+    pub http2: Option<Http2Settings>,
+}
+
+/// HTTP/2 flow control and limits.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Http2Settings {
+    /// Concurrent streams per client connection (default 256).
+    #[serde(default)]
+    pub max_concurrent_streams: Option<u32>,
+    /// Initial stream flow-control window (default 1MB).
+    #[serde(default)]
+    pub initial_stream_window_size: Option<ByteSize>,
+    /// Initial connection flow-control window (default 4MB).
+    #[serde(default)]
+    pub initial_connection_window_size: Option<ByteSize>,
+    /// Largest header list a client may send (default: `limits.maxHeaderSize`).
+    #[serde(default)]
+    pub max_header_list_size: Option<ByteSize>,
 }
 
 /// Size limits applied to every request.

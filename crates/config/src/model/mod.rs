@@ -2,18 +2,29 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies), `soap.rs` (SOAP and XML). New policies add their settings in a file of their own
+//! `flow.rs` (the basic flow policies), `openapi.rs` (`api.openapi`), `json.rs` (`jsonProtection`,
+//! expression languages), `soap.rs` (SOAP and XML). New policies add their settings in a file of their own
 //! and one variant to [`PolicyConfig`].
 
 mod api;
+mod auth;
 mod flow;
 mod gateway;
+mod json;
+mod openapi;
 mod soap;
+mod tls;
+mod traffic;
 
 pub use api::*;
+pub use auth::*;
 pub use flow::*;
 pub use gateway::*;
+pub use json::*;
+pub use openapi::*;
 pub use soap::*;
+pub use tls::*;
+pub use traffic::*;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,7 +34,7 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase")]
 pub enum Document {
     /// An API: where it listens, which requests it takes, its policy flow and its target.
-    Api(ApiConfig),
+    Api(Box<ApiConfig>),
     /// Policies run before every API's own flow.
     Global(Vec<PolicyConfig>),
     /// Further files or folders to load, relative to this file.
@@ -31,7 +42,9 @@ pub enum Document {
     /// Process-level settings (threads, access log, limits, timeouts).
     Gateway(GatewaySettings),
     /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
-    SoapProxy(SoapProxyConfig),
+    SoapProxy(Box<SoapProxyConfig>),
+    /// A consumer: credentials, groups and its own policies.
+    Consumer(ConsumerConfig),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name.
@@ -56,6 +69,24 @@ pub enum PolicyConfig {
     Validator(ValidatorPolicy),
     /// Offer a WSDL's operations as a REST/JSON API and talk SOAP to the target.
     Wsdl2openapi(Wsdl2OpenApiPolicy),
+    /// HTTP Basic authentication.
+    BasicAuthentication(BasicAuthPolicy),
+    /// API key authentication.
+    ApiKey(ApiKeyPolicy),
+    /// JWT bearer token authentication.
+    JwtAuth(JwtAuthPolicy),
+    /// Rate limiting.
+    RateLimiter(RateLimiterPolicy),
+    /// CORS (answers preflight requests itself).
+    Cors(CorsPolicy),
+    /// IP allow and deny lists.
+    AccessControl(AccessControlPolicy),
+    /// Regex path rewriting.
+    Rewriter(RewriterPolicy),
+    /// Request body size limit.
+    RequestSizeLimit(RequestSizeLimitPolicy),
+    /// Reject JSON request bodies that are invalid or exceed size, depth and count limits.
+    JsonProtection(JsonProtectionPolicy),
 }
 
 impl PolicyConfig {
@@ -71,6 +102,15 @@ impl PolicyConfig {
             PolicyConfig::XmlProtection(_) => "xmlProtection",
             PolicyConfig::Validator(_) => "validator",
             PolicyConfig::Wsdl2openapi(_) => "wsdl2openapi",
+            PolicyConfig::BasicAuthentication(_) => "basicAuthentication",
+            PolicyConfig::ApiKey(_) => "apiKey",
+            PolicyConfig::JwtAuth(_) => "jwtAuth",
+            PolicyConfig::RateLimiter(_) => "rateLimiter",
+            PolicyConfig::Cors(_) => "cors",
+            PolicyConfig::AccessControl(_) => "accessControl",
+            PolicyConfig::Rewriter(_) => "rewriter",
+            PolicyConfig::RequestSizeLimit(_) => "requestSizeLimit",
+            PolicyConfig::JsonProtection(_) => "jsonProtection",
         }
     }
 }

@@ -16,9 +16,12 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use turnpike_engine::Gateway;
 
+pub mod pki;
+
 /// A request the backend received.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub version: http::Version,
     pub method: String,
     pub uri: String,
     pub headers: HeaderMap,
@@ -37,6 +40,14 @@ pub struct Backend {
 
 impl Backend {
     pub async fn start() -> Backend {
+        Self::start_with(false).await
+    }
+
+    pub async fn start_half_close() -> Backend {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(half_close: bool) -> Backend {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -50,6 +61,7 @@ impl Backend {
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| handle(req, seen.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .half_close(half_close)
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
                 });
@@ -83,13 +95,18 @@ async fn handle(
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<Response<BoxBody>, Infallible> {
     let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    // Only complete messages count as received: a body that breaks off is not recorded.
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let mut r = Response::new(Full::new(Bytes::new()).boxed());
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return Ok(r);
+        }
+    };
     let uri = parts.uri.to_string();
     seen.lock().unwrap().push(Seen {
+        version: parts.version,
         method: parts.method.to_string(),
         uri: uri.clone(),
         headers: parts.headers.clone(),
@@ -119,12 +136,15 @@ async fn handle(
         return Ok(Response::new(StreamBody::new(stream).boxed()));
     }
     let mut r = Response::new(Full::new(body).boxed());
+    let h2 = parts.version == http::Version::HTTP_2;
     let h = r.headers_mut();
     h.insert("x-echo-method", parts.method.as_str().parse().unwrap());
     h.insert("x-echo-uri", uri.parse().unwrap());
-    h.insert("connection", "keep-alive, x-hop".parse().unwrap());
-    h.insert("x-hop", "must be removed".parse().unwrap());
-    h.insert("keep-alive", "timeout=5".parse().unwrap());
+    if !h2 {
+        h.insert("connection", "keep-alive, x-hop".parse().unwrap());
+        h.insert("x-hop", "must be removed".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+    }
     Ok(r)
 }
 
@@ -246,4 +266,157 @@ pub async fn get(addr: SocketAddr, path: &str) -> Reply {
         req("GET", path).body(Full::new(Bytes::new())).unwrap(),
     )
     .await
+}
+
+/// A server answering every request with a fixed body that tests can change.
+pub struct StaticServer {
+    pub addr: SocketAddr,
+    pub body: Arc<Mutex<String>>,
+    pub hits: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl StaticServer {
+    pub async fn start(body: &str) -> StaticServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let body = Arc::new(Mutex::new(body.to_owned()));
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (b, h) = (body.clone(), hits.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (b, h) = (b.clone(), h.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |_req: Request<Incoming>| {
+                        h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let text = b.lock().unwrap().clone();
+                        async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text)))) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        StaticServer { addr, body, hits }
+    }
+
+    pub fn set(&self, body: &str) {
+        *self.body.lock().unwrap() = body.to_owned();
+    }
+}
+
+/// A request with extra headers, sent on a new connection.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut b = req("GET", path);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    send(addr, b.body(Full::new(Bytes::new())).unwrap()).await
+}
+
+/// Starts the recording backend behind TLS with the given certificate; `h2` offers HTTP/2 by
+/// ALPN (and serves it), else HTTP/1.1 only.
+pub async fn start_tls_backend(cert: &std::path::Path, key: &std::path::Path, h2: bool) -> Backend {
+    use rustls::pki_types::pem::PemObject;
+    let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+        rustls::pki_types::CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    cfg.alpn_protocols = if h2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (seen, acceptor) = (seen2.clone(), acceptor.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let svc = service_fn(move |req| handle(req, seen.clone()));
+                if h2 {
+                    let _ = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+                } else {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                }
+            });
+        }
+    });
+    Backend { addr, seen }
+}
+
+/// An h2c (cleartext HTTP/2, prior knowledge) recording backend.
+pub async fn start_h2c_backend() -> Backend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let seen = seen2.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| handle(req, seen.clone()));
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+            });
+        }
+    });
+    Backend { addr, seen }
+}
+
+/// True when python3 can import every module; when not, tests print why they skip — except
+/// under CI (`CI` set), where a missing client is a failure.
+pub fn python_has(modules: &[&str]) -> bool {
+    let code = modules
+        .iter()
+        .map(|m| format!("import {m}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &code])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python modules {modules:?} are missing under CI"
+        );
+        eprintln!(
+            "SKIPPED: python3 modules {modules:?} are not installed (pip install {})",
+            modules.join(" ")
+        );
+    }
+    ok
 }

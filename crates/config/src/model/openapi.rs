@@ -1,0 +1,28 @@
+//! `api.openapi:` — APIs deployed from OpenAPI documents.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::units::Flag;
+
+/// One OpenAPI source of an API (`api.openapi[i]`): a file, a folder of files, or a URL.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenApiSource {
+    /// A spec file (YAML or JSON) relative to this config file, or an `http://` URL fetched at
+    /// load time. Exactly one of `location` and `dir` must be given.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// A folder relative to this config file: each `*.yaml`, `*.yml` and `*.json` file in it is
+    /// deployed as one spec.
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Validate requests (path, method, parameters, content type, body) against the spec:
+    /// violations answer 400 (404/405/415 for unknown paths, methods and media types).
+    #[serde(default)]
+    pub validate_requests: Flag,
+    /// Validate the backend's responses (status declared, content type, body): violations
+    /// answer 502.
+    #[serde(default)]
+    pub validate_responses: Flag,
+}

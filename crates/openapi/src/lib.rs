@@ -1,0 +1,24 @@
+//! OpenAPI support: loading specs (files, folders, `http://` URLs, `$ref` across files, 3.0 and
+//! 3.1), turning their schemas into compiled JSON Schema validators once at load time, validating
+//! requests and responses, and serving the specs under `/api-docs`.
+//!
+//! `load` reads and bundles → `convert` rewrites the 3.0 schema dialect → `spec` compiles
+//! operations, parameters and schemas → `validate` checks an exchange → `policy` is the chain
+//! step → `docs` serves `/api-docs`.
+
+pub mod convert;
+pub mod docs;
+pub mod load;
+pub mod params;
+pub mod policy;
+pub mod spec;
+pub mod validate;
+
+pub use load::{LoadedSpec, Source, SpecError};
+pub use policy::OpenApiValidator;
+pub use spec::Spec;
+
+/// Loads and compiles the spec at `source`.
+pub fn load_spec(source: &Source) -> Result<Spec, SpecError> {
+    Spec::compile(load::load(source)?)
+}

@@ -1,0 +1,190 @@
+//! The validation step put in front of an OpenAPI-deployed API's flow: finds the operation
+//! (404/405), validates the request (400/415) and, when asked, the response (502).
+
+use std::sync::Arc;
+
+use http::{header, StatusCode};
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem};
+
+use crate::spec::{Found, Spec};
+use crate::validate::{self, Violation};
+
+/// The operation matched in the request phase, for the response phase.
+#[derive(Clone, Copy)]
+struct MatchedOp {
+    path: usize,
+    op: usize,
+}
+
+/// Validates requests and/or responses against one spec.
+#[derive(Debug)]
+pub struct OpenApiValidator {
+    spec: Arc<Spec>,
+    requests: bool,
+    responses: bool,
+}
+
+impl OpenApiValidator {
+    /// A validator for `spec`.
+    pub fn new(spec: Arc<Spec>, requests: bool, responses: bool) -> Self {
+        OpenApiValidator {
+            spec,
+            requests,
+            responses,
+        }
+    }
+
+    fn problem(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: String,
+        v: &[Violation],
+    ) -> Problem {
+        Problem::new(status, kind, title)
+            .with_detail(detail)
+            .with_member(
+                "errors",
+                serde_json::Value::Array(v.iter().map(Violation::to_json).collect()),
+            )
+    }
+}
+
+impl Policy for OpenApiValidator {
+    fn name(&self) -> &'static str {
+        "openapi"
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        if self.requests && self.spec.has_body_schemas() {
+            BodyNeed::Buffer
+        } else {
+            BodyNeed::None
+        }
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        if self.responses {
+            BodyNeed::Buffer
+        } else {
+            BodyNeed::None
+        }
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let path = ex.request.uri.path();
+        match self.spec.find(&ex.request.method, path) {
+            Found::NoPath => {
+                if !self.requests {
+                    return Outcome::Continue;
+                }
+                let v = [Violation {
+                    location: "path".into(),
+                    message: format!("`{path}` matches no path of the spec"),
+                }];
+                Outcome::Reject(Self::problem(
+                    StatusCode::NOT_FOUND,
+                    "not-found",
+                    "No operation of the OpenAPI spec matches this path",
+                    format!("{} {path}", ex.request.method),
+                    &v,
+                ))
+            }
+            Found::NoMethod(item) => {
+                if !self.requests {
+                    return Outcome::Continue;
+                }
+                let v = [Violation {
+                    location: "method".into(),
+                    message: format!(
+                        "{} is not allowed on `{}` (allowed: {})",
+                        ex.request.method,
+                        item.template,
+                        item.allow.to_str().unwrap_or("")
+                    ),
+                }];
+                Outcome::Reject(
+                    Self::problem(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "method-not-allowed",
+                        "Method not allowed by the OpenAPI spec",
+                        format!("{} {path}", ex.request.method),
+                        &v,
+                    )
+                    .with_header(header::ALLOW, item.allow.clone()),
+                )
+            }
+            Found::Op(item, op, params, (path_i, op_i)) => {
+                if self.responses {
+                    ex.extensions.insert(MatchedOp {
+                        path: path_i,
+                        op: op_i,
+                    });
+                }
+                if !self.requests {
+                    return Outcome::Continue;
+                }
+                // Path parameters index into the path as routed by the spec's own matcher.
+                let saved = std::mem::replace(&mut ex.params, params);
+                let report = validate::validate_request(op, ex);
+                ex.params = saved;
+                if report.violations.is_empty() {
+                    return Outcome::Continue;
+                }
+                let (status, kind, title) = if report.unsupported_media_type {
+                    (
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        "unsupported-media-type",
+                        "The request's Content-Type is not accepted by the OpenAPI spec",
+                    )
+                } else {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        "validation",
+                        "The request does not match the OpenAPI spec",
+                    )
+                };
+                let n = report.violations.len();
+                Outcome::Reject(Self::problem(
+                    status,
+                    kind,
+                    title,
+                    format!(
+                        "{n} violation{} of {} {}",
+                        if n == 1 { "" } else { "s" },
+                        op.method,
+                        format_args!("{}{}", self.spec.base_path, item.template)
+                    ),
+                    &report.violations,
+                ))
+            }
+        }
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        if !self.responses {
+            return Outcome::Continue;
+        }
+        let Some(m) = ex.extensions.get::<MatchedOp>().copied() else {
+            return Outcome::Continue;
+        };
+        let Some(op) = self.spec.paths.get(m.path).and_then(|p| p.ops.get(m.op)) else {
+            return Outcome::Continue;
+        };
+        let v = validate::validate_response(op, ex);
+        if v.is_empty() {
+            return Outcome::Continue;
+        }
+        let n = v.len();
+        Outcome::Reject(Self::problem(
+            StatusCode::BAD_GATEWAY,
+            "response-validation",
+            "The backend's response does not match the OpenAPI spec",
+            format!(
+                "{n} violation{} in the response",
+                if n == 1 { "" } else { "s" }
+            ),
+            &v,
+        ))
+    }
+}

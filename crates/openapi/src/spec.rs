@@ -1,0 +1,566 @@
+//! A compiled spec: its operations with their parameters, bodies and responses, every schema
+//! compiled once into a validator, and a path matcher over its paths below the base path.
+
+use std::sync::Arc;
+
+use http::Method;
+use jsonschema::Validator;
+use serde_json::Value;
+use turnpike_core::exchange::PathParams;
+use turnpike_core::router::PathSpec;
+use turnpike_core::{RouteSpec, Router};
+
+use crate::convert::{self, Direction, Version};
+use crate::load::{LoadedSpec, SpecError};
+use crate::params::{Location, Param, Style};
+
+/// A compiled JSON schema and where it came from (for messages).
+pub struct Schema {
+    pub(crate) validator: Validator,
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Schema")
+    }
+}
+
+/// One media type an operation accepts or a response declares.
+#[derive(Debug)]
+pub struct Media {
+    /// `type/subtype` in lower case (`*/*` and `type/*` are ranges).
+    pub range: String,
+    /// The body schema, when one is declared.
+    pub schema: Option<Schema>,
+}
+
+/// A request body declaration.
+#[derive(Debug)]
+pub struct RequestBody {
+    /// `required: true`.
+    pub required: bool,
+    /// The accepted media types.
+    pub media: Vec<Media>,
+}
+
+/// The status codes a response declaration covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusPattern {
+    /// One code (`"201"`).
+    Code(u16),
+    /// A class (`"4XX"`): the first digit.
+    Class(u16),
+    /// `default`.
+    Default,
+}
+
+/// A declared response.
+#[derive(Debug)]
+pub struct ResponseDecl {
+    /// Which statuses.
+    pub status: StatusPattern,
+    /// Its media types (empty: no body declared).
+    pub media: Vec<Media>,
+}
+
+/// One operation (a method of a path).
+#[derive(Debug)]
+pub struct Operation {
+    /// The method.
+    pub method: Method,
+    /// `operationId`, when given.
+    pub id: Option<String>,
+    /// Path-level and operation-level parameters merged.
+    pub params: Vec<Param>,
+    /// The request body declaration.
+    pub body: Option<RequestBody>,
+    /// The declared responses.
+    pub responses: Vec<ResponseDecl>,
+    /// True when some query parameter is declared (the query is then parsed).
+    pub has_query: bool,
+}
+
+/// One path of the spec and its operations.
+#[derive(Debug)]
+pub struct PathItem {
+    /// The path template as written in the spec (without the base path).
+    pub template: String,
+    /// The operations.
+    pub ops: Vec<Operation>,
+    /// The `Allow` header value.
+    pub allow: http::HeaderValue,
+}
+
+/// A compiled OpenAPI spec.
+#[derive(Debug)]
+pub struct Spec {
+    /// `info.title`.
+    pub title: String,
+    /// `info.version`.
+    pub version: String,
+    /// The id used in `/api-docs/<id>` (title and version in lower case, with dashes).
+    pub id: String,
+    /// The path of the first `servers` URL (`/shop/v2`), without trailing `/`; "" when none.
+    pub base_path: String,
+    /// The first `servers` URL when it is absolute (`http://host:port/...`).
+    pub server_url: Option<String>,
+    /// The bundled document (every referenced file included).
+    pub doc: Value,
+    /// The original text of the root file.
+    pub text: String,
+    /// The paths.
+    pub paths: Vec<PathItem>,
+    /// The local files the spec was read from (root first).
+    pub files: Vec<std::path::PathBuf>,
+    router: Router<usize>,
+}
+
+/// What [`Spec::find`] found.
+#[derive(Debug)]
+pub enum Found<'a> {
+    /// The operation, its path, the ranges of the path parameters, and the indexes of the path
+    /// and the operation.
+    Op(&'a PathItem, &'a Operation, PathParams, (usize, usize)),
+    /// No path of the spec matches.
+    NoPath,
+    /// The path exists but not with this method.
+    NoMethod(&'a PathItem),
+}
+
+/// Characters escaped in a JSON pointer used as a URI fragment.
+const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'%')
+    .add(b'[')
+    .add(b']')
+    .add(b'#');
+
+const METHODS: &[(&str, Method)] = &[
+    ("get", Method::GET),
+    ("put", Method::PUT),
+    ("post", Method::POST),
+    ("delete", Method::DELETE),
+    ("options", Method::OPTIONS),
+    ("head", Method::HEAD),
+    ("patch", Method::PATCH),
+    ("trace", Method::TRACE),
+];
+
+/// Compile context: the source for error locations and the converted documents.
+pub(crate) struct Ctx<'a> {
+    pub(crate) loaded: &'a LoadedSpec,
+    pub(crate) req_doc: Arc<Value>,
+    pub(crate) res_doc: Arc<Value>,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn err(&self, pointer: &str, msg: impl Into<String>) -> SpecError {
+        SpecError {
+            at: self.loaded.locate(pointer),
+            message: msg.into(),
+        }
+    }
+
+    /// Follows `$ref`s (of the original document) from `v` at `ptr`; returns the object and its
+    /// pointer.
+    pub(crate) fn resolve<'v>(
+        &'v self,
+        mut v: &'v Value,
+        mut ptr: String,
+    ) -> Result<(&'v Value, String), SpecError> {
+        for _ in 0..32 {
+            match v.get("$ref").and_then(Value::as_str) {
+                Some(r) => {
+                    let p = r.strip_prefix('#').unwrap_or(r);
+                    v = self
+                        .loaded
+                        .doc
+                        .pointer(p)
+                        .ok_or_else(|| self.err(&ptr, format!("`$ref: {r}` points nowhere")))?;
+                    ptr = p.to_owned();
+                }
+                None => return Ok((v, ptr)),
+            }
+        }
+        Err(self.err(&ptr, "`$ref` cycle"))
+    }
+
+    /// Compiles the schema at `ptr` of the converted document for `dir`.
+    pub(crate) fn schema(&self, ptr: &str, dir: Direction) -> Result<Schema, SpecError> {
+        let doc = match dir {
+            Direction::Request => &self.req_doc,
+            Direction::Response => &self.res_doc,
+        };
+        let mut root = (**doc).clone();
+        if let Value::Object(m) = &mut root {
+            let frag = percent_encoding::utf8_percent_encode(ptr, FRAGMENT);
+            m.insert("$ref".into(), Value::String(format!("#{frag}")));
+        }
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&root)
+            .map_err(|e| self.err(ptr, format!("invalid schema: {e}")))?;
+        Ok(Schema { validator })
+    }
+
+    /// The JSON type a schema declares (following references), for reading parameters.
+    pub(crate) fn schema_type(&self, v: &Value, ptr: &str) -> Option<String> {
+        let (s, _) = self.resolve(v, ptr.to_owned()).ok()?;
+        match s.get("type") {
+            Some(Value::String(t)) => Some(t.clone()),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|t| *t != "null")
+                .map(str::to_owned),
+            _ => {
+                for k in ["allOf", "oneOf", "anyOf"] {
+                    if let Some(Value::Array(a)) = s.get(k) {
+                        for (i, sub) in a.iter().enumerate() {
+                            if let Some(t) = self.schema_type(sub, &format!("{ptr}/{k}/{i}")) {
+                                return Some(t);
+                            }
+                        }
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Spec {
+    /// Compiles a loaded spec; errors say where in which file.
+    pub fn compile(loaded: LoadedSpec) -> Result<Spec, SpecError> {
+        let doc = &loaded.doc;
+        let top = |msg: &str| SpecError {
+            at: loaded.locate(""),
+            message: msg.to_owned(),
+        };
+        let version = match doc.get("openapi").and_then(Value::as_str) {
+            Some(v) if v.starts_with("3.0") => Version::V30,
+            Some(v) if v.starts_with("3.1") => Version::V31,
+            Some(v) => {
+                return Err(SpecError {
+                    at: loaded.locate("/openapi"),
+                    message: format!(
+                        "OpenAPI version `{v}` is not supported (3.0.x and 3.1.x are)"
+                    ),
+                })
+            }
+            None => return Err(top(
+                "not an OpenAPI 3 document: no `openapi` version (Swagger 2.0 is not supported)",
+            )),
+        };
+        let info = doc.get("info");
+        let title = info
+            .and_then(|i| i.get("title"))
+            .and_then(Value::as_str)
+            .unwrap_or("api")
+            .to_owned();
+        let spec_version = info
+            .and_then(|i| i.get("version"))
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_default();
+        let id = slug(&format!("{title} v{spec_version}"));
+        let server = doc
+            .get("servers")
+            .and_then(|s| s.get(0))
+            .and_then(|s| s.get("url"))
+            .and_then(Value::as_str)
+            .unwrap_or("/");
+        let (server_url, base_path) = split_server(server);
+        let mut req_doc = doc.clone();
+        convert::convert_doc(&mut req_doc, version, Direction::Request);
+        let mut res_doc = doc.clone();
+        convert::convert_doc(&mut res_doc, version, Direction::Response);
+        let ctx = Ctx {
+            loaded: &loaded,
+            req_doc: Arc::new(req_doc),
+            res_doc: Arc::new(res_doc),
+        };
+        let mut paths = Vec::new();
+        let mut routes = Vec::new();
+        if let Some(Value::Object(ps)) = doc.get("paths") {
+            for (template, item) in ps {
+                let ptr = format!("/paths/{}", convert::escape(template));
+                let (item, item_ptr) = ctx.resolve(item, ptr.clone())?;
+                let full = format!("{base_path}{template}");
+                let spec = PathSpec::Template(full.clone());
+                let names = spec
+                    .param_names()
+                    .map_err(|m| ctx.err(&ptr, format!("unsupported path template: {m}")))?;
+                let mut ops = Vec::new();
+                for (name, method) in METHODS {
+                    let Some(op) = item.get(*name) else { continue };
+                    let op_ptr = format!("{item_ptr}/{name}");
+                    ops.push(compile_op(
+                        &ctx,
+                        method.clone(),
+                        item,
+                        &item_ptr,
+                        op,
+                        &op_ptr,
+                        &names,
+                    )?);
+                }
+                let allow = ops
+                    .iter()
+                    .map(|o| o.method.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let allow = http::HeaderValue::from_str(&allow)
+                    .map_err(|_| ctx.err(&ptr, "invalid methods"))?;
+                routes.push((
+                    RouteSpec {
+                        hosts: Vec::new(),
+                        method: None,
+                        path: spec,
+                    },
+                    paths.len(),
+                ));
+                paths.push(PathItem {
+                    template: template.clone(),
+                    ops,
+                    allow,
+                });
+            }
+        } else if version == Version::V30 {
+            return Err(top("the spec has no `paths`"));
+        }
+        let router = Router::build(routes).map_err(|(i, m)| {
+            let t = paths.get(i).map_or("", |p| p.template.as_str());
+            ctx.err(&format!("/paths/{}", convert::escape(t)), m)
+        })?;
+        drop(ctx);
+        let files = loaded.local_files();
+        Ok(Spec {
+            files,
+            title,
+            version: spec_version,
+            id,
+            base_path,
+            server_url,
+            doc: loaded.doc,
+            text: loaded.text,
+            paths,
+            router,
+        })
+    }
+
+    /// Finds the operation for a request path (with the base path) and method.
+    pub fn find(&self, method: &Method, path: &str) -> Found<'_> {
+        let Some(m) = self.router.lookup(None, method, path) else {
+            return Found::NoPath;
+        };
+        let item = &self.paths[*m.value];
+        match item.ops.iter().position(|o| o.method == method) {
+            Some(i) => Found::Op(item, &item.ops[i], m.params, (*m.value, i)),
+            None => Found::NoMethod(item),
+        }
+    }
+
+    /// True when some operation declares a request body with a schema.
+    pub fn has_body_schemas(&self) -> bool {
+        self.paths.iter().flat_map(|p| &p.ops).any(|o| {
+            o.body
+                .as_ref()
+                .is_some_and(|b| b.media.iter().any(|m| m.schema.is_some()))
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compile_op(
+    ctx: &Ctx<'_>,
+    method: Method,
+    item: &Value,
+    item_ptr: &str,
+    op: &Value,
+    op_ptr: &str,
+    path_names: &[String],
+) -> Result<Operation, SpecError> {
+    let mut params: Vec<Param> = Vec::new();
+    for (owner, owner_ptr) in [(item, item_ptr), (op, op_ptr)] {
+        if let Some(Value::Array(ps)) = owner.get("parameters") {
+            for (i, p) in ps.iter().enumerate() {
+                let p = Param::compile(ctx, p, &format!("{owner_ptr}/parameters/{i}"), path_names)?;
+                let Some(p) = p else { continue };
+                // Operation-level parameters override path-level ones of the same name and place.
+                params.retain(|q| !(q.name == p.name && q.location == p.location));
+                params.push(p);
+            }
+        }
+    }
+    for (i, name) in path_names.iter().enumerate() {
+        if !params
+            .iter()
+            .any(|p| p.location == Location::Path && &p.name == name)
+        {
+            // Undeclared path parameters are taken as strings.
+            params.push(Param::plain_path(name.clone(), i));
+        }
+    }
+    let body = match op.get("requestBody") {
+        None => None,
+        Some(b) => {
+            let (b, bptr) = ctx.resolve(b, format!("{op_ptr}/requestBody"))?;
+            Some(RequestBody {
+                required: b.get("required").and_then(Value::as_bool).unwrap_or(false),
+                media: compile_media(ctx, b, &bptr, Direction::Request)?,
+            })
+        }
+    };
+    let mut responses = Vec::new();
+    if let Some(Value::Object(rs)) = op.get("responses") {
+        for (code, r) in rs {
+            let rptr = format!("{op_ptr}/responses/{}", convert::escape(code));
+            let status = parse_status(code).ok_or_else(|| {
+                ctx.err(
+                    &rptr,
+                    format!("`{code}` is not a status code, `4XX` or `default`"),
+                )
+            })?;
+            let (r, rptr) = ctx.resolve(r, rptr)?;
+            responses.push(ResponseDecl {
+                status,
+                media: compile_media(ctx, r, &rptr, Direction::Response)?,
+            });
+        }
+    }
+    let has_query = params.iter().any(|p| p.location == Location::Query);
+    let _ = Style::Form;
+    Ok(Operation {
+        method,
+        id: op
+            .get("operationId")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        params,
+        body,
+        responses,
+        has_query,
+    })
+}
+
+fn compile_media(
+    ctx: &Ctx<'_>,
+    owner: &Value,
+    ptr: &str,
+    dir: Direction,
+) -> Result<Vec<Media>, SpecError> {
+    let mut out = Vec::new();
+    if let Some(Value::Object(content)) = owner.get("content") {
+        for (range, m) in content {
+            let mptr = format!("{ptr}/content/{}", convert::escape(range));
+            let schema = match m.get("schema") {
+                Some(_) => Some(ctx.schema(&format!("{mptr}/schema"), dir)?),
+                None => None,
+            };
+            out.push(Media {
+                range: essence(range),
+                schema,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn parse_status(code: &str) -> Option<StatusPattern> {
+    if code == "default" {
+        return Some(StatusPattern::Default);
+    }
+    let b = code.as_bytes();
+    if b.len() == 3 && (b'1'..=b'5').contains(&b[0]) {
+        if b[1..].eq_ignore_ascii_case(b"XX") {
+            return Some(StatusPattern::Class(u16::from(b[0] - b'0')));
+        }
+        return code.parse().ok().map(StatusPattern::Code);
+    }
+    None
+}
+
+/// The `type/subtype` of a media type, in lower case, without parameters.
+pub fn essence(ct: &str) -> String {
+    essence_cow(ct).into_owned()
+}
+
+/// [`essence`] without allocating when the media type is already in lower case (the usual case,
+/// on the request path).
+pub fn essence_cow(ct: &str) -> std::borrow::Cow<'_, str> {
+    let e = ct.split(';').next().unwrap_or("").trim();
+    if e.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(e.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(e)
+    }
+}
+
+/// Splits a `servers` URL into the absolute URL (if any) and the base path.
+fn split_server(url: &str) -> (Option<String>, String) {
+    let (abs, path) = match url.find("://") {
+        Some(i) => {
+            let rest = &url[i + 3..];
+            let path = rest.find('/').map_or("", |p| &rest[p..]);
+            (Some(url.to_owned()), path)
+        }
+        None => (None, url),
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    (abs, path.trim_end_matches('/').to_owned())
+}
+
+/// Lower-case letters and digits joined by single dashes.
+pub fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_and_slugs() {
+        assert_eq!(
+            split_server("https://api.predic8.de/shop/v2/"),
+            (
+                Some("https://api.predic8.de/shop/v2/".into()),
+                "/shop/v2".into()
+            )
+        );
+        assert_eq!(split_server("/"), (None, String::new()));
+        assert_eq!(
+            split_server("http://h:1"),
+            (Some("http://h:1".into()), String::new())
+        );
+        assert_eq!(slug("Fruit Shop API v2.2.0"), "fruit-shop-api-v2-2-0");
+        assert_eq!(parse_status("4XX"), Some(StatusPattern::Class(4)));
+        assert_eq!(parse_status("201"), Some(StatusPattern::Code(201)));
+        assert_eq!(parse_status("abc"), None);
+        assert_eq!(
+            essence("Application/JSON; charset=utf-8"),
+            "application/json"
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! Validation of requests and responses against a compiled operation. Every violation is
+//! collected (not only the first) with its location: `path.id`, `query.limit`, `header.x-a`,
+//! `cookie.sid`, `header.content-type`, `#/body/price`, `status`.
+
+use http::header;
+use serde_json::Value;
+use turnpike_core::json::{self, JsonBodyError};
+use turnpike_core::Exchange;
+
+use crate::params::{self, Location, Param};
+use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
+
+/// One violation of the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Where (`query.limit`, `#/body/price`).
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Violation {
+    fn new(location: impl Into<String>, message: impl Into<String>) -> Self {
+        Violation {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+
+    /// As a JSON object for problem details.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"location": self.location, "message": self.message})
+    }
+}
+
+/// The result of validating a request.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Every violation found.
+    pub violations: Vec<Violation>,
+    /// The body's media type is not accepted (415 rather than 400).
+    pub unsupported_media_type: bool,
+}
+
+pub(crate) fn schema_errors(schema: &Schema, value: &Value, base: &str, out: &mut Vec<Violation>) {
+    if schema.validator.is_valid(value) {
+        return;
+    }
+    for e in schema.validator.iter_errors(value) {
+        let ptr = e.instance_path().as_str().to_owned();
+        let location = if base.starts_with('#') {
+            format!("{base}{ptr}")
+        } else if ptr.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}{ptr}")
+        };
+        let message = if is_forbidden_property(&e) {
+            let name = ptr.rsplit('/').next().unwrap_or("");
+            format!("`{name}` is read-only or write-only: it must not be sent in this direction")
+        } else {
+            e.to_string()
+        };
+        out.push(Violation::new(location, message));
+    }
+}
+
+/// True for the error of a property replaced by `convert` because of `readOnly`/`writeOnly`:
+/// `{"not": {}, "x-turnpike-forbidden": ...}` under `properties`.
+fn is_forbidden_property(e: &jsonschema::ValidationError<'_>) -> bool {
+    let p = e.schema_path().as_str();
+    matches!(e.kind(), jsonschema::error::ValidationErrorKind::Not { schema } if schema.as_object().is_some_and(|o| o.is_empty()))
+        && p.ends_with("/not")
+        && p.contains("/properties/")
+}
+
+/// Validates the request of `ex` against `op`; `params` are the path parameter ranges.
+pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
+    let mut report = Report::default();
+    let out = &mut report.violations;
+    let query = if op.has_query {
+        ex.request
+            .uri
+            .query()
+            .map(params::parse_query)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    for p in &op.params {
+        let loc = p.label.as_str();
+        let value = match p.location {
+            Location::Path => Some(p.read_single(ex.param(p.path_index))),
+            Location::Query => p.read_query(&query),
+            Location::Header => {
+                let vals: Vec<&str> = ex
+                    .request
+                    .headers
+                    .get_all(p.name.as_str())
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .collect();
+                (!vals.is_empty()).then(|| p.read_single(&vals.join(",")))
+            }
+            Location::Cookie => ex
+                .request
+                .headers
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(|h| params::cookie(h, &p.name))
+                .map(|v| p.read_single(v)),
+        };
+        check_param(p, value, loc, out);
+    }
+    if let Some(body) = &op.body {
+        let has_body = match ex.request_bytes() {
+            Some(b) => !b.is_empty(),
+            None => has_body_headers(&ex.request.headers),
+        };
+        if !has_body {
+            if body.required {
+                out.push(Violation::new("#/body", "the request body is required"));
+            }
+        } else {
+            let ct = ex
+                .request
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(essence_cow);
+            match ct.as_deref().and_then(|ct| match_media(&body.media, ct)) {
+                None => {
+                    report.unsupported_media_type = true;
+                    let accepted: Vec<&str> = body.media.iter().map(|m| m.range.as_str()).collect();
+                    out.push(Violation::new(
+                        "header.content-type",
+                        match &ct {
+                            Some(ct) => format!(
+                                "`{ct}` is not accepted here (accepted: {})",
+                                accepted.join(", ")
+                            ),
+                            None => format!(
+                                "a body needs a Content-Type (accepted: {})",
+                                accepted.join(", ")
+                            ),
+                        },
+                    ));
+                }
+                Some(media) => {
+                    if let (Some(schema), true) =
+                        (&media.schema, ct.as_deref().is_some_and(is_json))
+                    {
+                        match json::request_json(ex) {
+                            Ok(v) => schema_errors(schema, &v, "#/body", out),
+                            Err(JsonBodyError::Invalid(m)) => {
+                                out.push(Violation::new("#/body", format!("not valid JSON: {m}")))
+                            }
+                            Err(JsonBodyError::NoBody) => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+    report
+}
+
+fn check_param(
+    p: &Param,
+    value: Option<Result<Value, String>>,
+    loc: &str,
+    out: &mut Vec<Violation>,
+) {
+    match value {
+        None if p.required => out.push(Violation::new(loc, "the required parameter is missing")),
+        None => {}
+        Some(Err(m)) => out.push(Violation::new(loc, m)),
+        Some(Ok(v)) => {
+            if let Some(s) = &p.schema {
+                schema_errors(s, &v, loc, out);
+            }
+        }
+    }
+}
+
+fn has_body_headers(h: &http::HeaderMap) -> bool {
+    h.contains_key(header::TRANSFER_ENCODING)
+        || h.get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0")
+}
+
+/// True for `application/json` and `*/*+json`.
+pub fn is_json(essence: &str) -> bool {
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// The declared media type that accepts `ct`: exact, then `type/*`, then `*/*`.
+pub fn match_media<'m>(media: &'m [Media], ct: &str) -> Option<&'m Media> {
+    media
+        .iter()
+        .find(|m| m.range == ct)
+        .or_else(|| {
+            let main = ct.split('/').next().unwrap_or("");
+            media
+                .iter()
+                .find(|m| m.range.strip_suffix("/*").is_some_and(|t| t == main))
+        })
+        .or_else(|| media.iter().find(|m| m.range == "*/*"))
+}
+
+/// Validates the response of `ex` (status, content type, JSON body) against `op`.
+pub fn validate_response(op: &Operation, ex: &mut Exchange) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let Some(res) = ex.response.as_ref() else {
+        return out;
+    };
+    let status = res.status().as_u16();
+    let decl = op
+        .responses
+        .iter()
+        .find(|r| r.status == StatusPattern::Code(status))
+        .or_else(|| {
+            op.responses
+                .iter()
+                .find(|r| r.status == StatusPattern::Class(status / 100))
+        })
+        .or_else(|| {
+            op.responses
+                .iter()
+                .find(|r| r.status == StatusPattern::Default)
+        });
+    let Some(decl) = decl else {
+        out.push(Violation::new(
+            "status",
+            format!(
+                "status {status} is not declared for {} (declared: {})",
+                op.method,
+                declared(op)
+            ),
+        ));
+        return out;
+    };
+    if decl.media.is_empty() {
+        return out;
+    }
+    let has_body = match ex.response_bytes() {
+        Some(b) => !b.is_empty(),
+        None => has_body_headers(res.headers()),
+    };
+    if !has_body {
+        return out;
+    }
+    let ct = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(essence_cow);
+    let Some(media) = ct.as_deref().and_then(|ct| match_media(&decl.media, ct)) else {
+        let accepted: Vec<&str> = decl.media.iter().map(|m| m.range.as_str()).collect();
+        out.push(Violation::new(
+            "header.content-type",
+            format!(
+                "the response's Content-Type {} is not declared for status {status} (declared: {})",
+                ct.as_deref()
+                    .map_or("(none)".to_owned(), |c| format!("`{c}`")),
+                accepted.join(", ")
+            ),
+        ));
+        return out;
+    };
+    if let (Some(schema), true) = (&media.schema, ct.as_deref().is_some_and(is_json)) {
+        match json::response_json(ex) {
+            Ok(v) => schema_errors(schema, &v, "#/body", &mut out),
+            Err(JsonBodyError::Invalid(m)) => {
+                out.push(Violation::new("#/body", format!("not valid JSON: {m}")))
+            }
+            Err(JsonBodyError::NoBody) => {}
+        }
+    }
+    out
+}
+
+fn declared(op: &Operation) -> String {
+    let v: Vec<String> = op
+        .responses
+        .iter()
+        .map(|r| match r.status {
+            StatusPattern::Code(c) => c.to_string(),
+            StatusPattern::Class(c) => format!("{c}XX"),
+            StatusPattern::Default => "default".into(),
+        })
+        .collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}

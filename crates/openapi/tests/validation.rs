@@ -1,0 +1,421 @@
+//! Validation rules against the Fruitshop spec and small specs written for one rule each.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use turnpike_core::exchange::PathParams;
+use turnpike_core::{Body, Exchange, Outcome, Policy};
+use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
+
+const FRUITSHOP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/data/openapi/fruitshop-v2-2-0.oas.yml"
+);
+
+fn fruitshop() -> Arc<Spec> {
+    Arc::new(load_spec(&Source::File(PathBuf::from(FRUITSHOP))).unwrap())
+}
+
+fn spec_from(yaml: &str) -> Arc<Spec> {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("spec.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    Arc::new(load_spec(&Source::File(f)).unwrap())
+}
+
+fn ex(method: &str, uri: &str, headers: &[(&str, &str)], body: &str) -> Exchange {
+    let mut b = http::Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let (parts, _) = b.body(()).unwrap().into_parts();
+    Exchange::new(
+        parts,
+        Body::full(body.to_owned()),
+        "192.0.2.1:1".parse().unwrap(),
+        PathParams::new(),
+    )
+}
+
+/// Runs the request phase; returns (status, errors) of a rejection, or None.
+fn check(v: &OpenApiValidator, e: &mut Exchange) -> Option<(u16, Vec<(String, String)>)> {
+    match v.on_request(e) {
+        Outcome::Continue => None,
+        Outcome::Reject(p) => {
+            let j = p.to_json();
+            let errs = j["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["location"].as_str().unwrap().to_owned(),
+                        e["message"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            Some((p.status.as_u16(), errs))
+        }
+        Outcome::Respond(_) => panic!("unexpected response"),
+    }
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+#[test]
+fn fruitshop_loads_with_base_path() {
+    let s = fruitshop();
+    assert_eq!(s.base_path, "/shop/v2");
+    assert_eq!(s.id, "fruit-shop-api-v2-2-0");
+    assert!(s.paths.len() > 15);
+    assert!(s.has_body_schemas());
+}
+
+#[test]
+fn fruitshop_bodies() {
+    let v = OpenApiValidator::new(fruitshop(), true, false);
+    let p = "/shop/v2/products";
+    assert_eq!(
+        check(
+            &v,
+            &mut ex("POST", p, &[JSON], r#"{"name":"Mangos","price":2.79}"#)
+        ),
+        None
+    );
+    let (st, errs) = check(
+        &v,
+        &mut ex("POST", p, &[JSON], r#"{"name":"Mangos","price":"cheap"}"#),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].0, "#/body/price");
+    assert!(errs[0].1.contains("number"), "{errs:?}");
+    let (_, errs) = check(&v, &mut ex("POST", p, &[JSON], r#"{"price":1}"#)).unwrap();
+    assert_eq!(errs[0].0, "#/body");
+    assert!(errs[0].1.contains("name"), "{errs:?}");
+    // Every violation is listed.
+    let (_, errs) = check(
+        &v,
+        &mut ex(
+            "POST",
+            p,
+            &[JSON],
+            r#"{"name":"a very long name that exceeds thirty","price":-1}"#,
+        ),
+    )
+    .unwrap();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    // readOnly properties must not be sent.
+    let (_, errs) = check(
+        &v,
+        &mut ex(
+            "POST",
+            p,
+            &[JSON],
+            r#"{"name":"a","price":1,"image_link":"x"}"#,
+        ),
+    )
+    .unwrap();
+    assert_eq!(errs[0].0, "#/body/image_link");
+    assert!(errs[0].1.contains("read-only"), "{errs:?}");
+    let (st, errs) = check(
+        &v,
+        &mut ex("POST", p, &[("content-type", "text/plain")], "hi"),
+    )
+    .unwrap();
+    assert_eq!(st, 415);
+    assert_eq!(errs[0].0, "header.content-type");
+    let (st, errs) = check(&v, &mut ex("POST", p, &[JSON], "{bad")).unwrap();
+    assert_eq!(st, 400);
+    assert!(errs[0].1.contains("not valid JSON"));
+}
+
+#[test]
+fn fruitshop_paths_methods_params() {
+    let v = OpenApiValidator::new(fruitshop(), true, false);
+    assert_eq!(
+        check(&v, &mut ex("GET", "/shop/v2/nope", &[], ""))
+            .unwrap()
+            .0,
+        404
+    );
+    assert_eq!(
+        check(&v, &mut ex("PATCH", "/shop/v2/products", &[], ""))
+            .unwrap()
+            .0,
+        405
+    );
+    assert_eq!(
+        check(
+            &v,
+            &mut ex(
+                "GET",
+                "/shop/v2/products?limit=5&start=2&sort=name",
+                &[],
+                ""
+            )
+        ),
+        None
+    );
+    let (st, errs) = check(
+        &v,
+        &mut ex("GET", "/shop/v2/products?limit=abc&sort=color", &[], ""),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    let locs: Vec<&str> = errs.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["query.limit", "query.sort"], "{errs:?}");
+    let (_, errs) = check(&v, &mut ex("GET", "/shop/v2/products?limit=0", &[], "")).unwrap();
+    assert!(
+        errs[0].1.contains("minimum") || errs[0].1.contains("less than"),
+        "{errs:?}"
+    );
+    assert_eq!(
+        check(&v, &mut ex("GET", "/shop/v2/products/7", &[], "")),
+        None
+    );
+    let (_, errs) = check(&v, &mut ex("GET", "/shop/v2/products/x7", &[], "")).unwrap();
+    assert_eq!(errs[0].0, "path.id");
+    let (_, errs) = check(&v, &mut ex("GET", "/shop/v2/products/0", &[], "")).unwrap();
+    assert_eq!(errs[0].0, "path.id");
+    assert_eq!(
+        check(
+            &v,
+            &mut ex(
+                "GET",
+                "/shop/v2/products?modified_since=2024-05-16T16:17:00%2B02:00",
+                &[],
+                ""
+            )
+        ),
+        None
+    );
+    let (_, errs) = check(
+        &v,
+        &mut ex("GET", "/shop/v2/products?modified_since=yesterday", &[], ""),
+    )
+    .unwrap();
+    assert_eq!(errs[0].0, "query.modified_since");
+}
+
+const SMALL: &str = r##"
+openapi: 3.0.3
+info: { title: Small, version: "1" }
+servers: [ { url: "http://127.0.0.1:1/api" } ]
+paths:
+  /items/{id}:
+    parameters:
+      - { name: id, in: path, required: true, schema: { type: integer } }
+    get:
+      parameters:
+        - { name: tags, in: query, schema: { type: array, items: { type: string, enum: [a, b] } } }
+        - { name: X-Trace, in: header, required: true, schema: { type: string, pattern: "^[0-9a-f]+$" } }
+        - { name: sid, in: cookie, schema: { type: integer } }
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Item" }
+        "4XX": { description: client error }
+    put:
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/Item" }
+      responses:
+        "204": { description: done }
+components:
+  schemas:
+    Item:
+      type: object
+      additionalProperties: false
+      required: [name]
+      properties:
+        name: { type: string }
+        note: { type: string, nullable: true }
+        score: { type: number, minimum: 0, exclusiveMinimum: true }
+        secret: { type: string, writeOnly: true }
+        kind:
+          oneOf:
+            - { type: integer }
+            - { type: string }
+"##;
+
+#[test]
+fn small_spec_rules() {
+    let spec = spec_from(SMALL);
+    assert_eq!(spec.base_path, "/api");
+    let v = OpenApiValidator::new(spec.clone(), true, true);
+    let h = [("x-trace", "ab12")];
+    assert_eq!(
+        check(&v, &mut ex("GET", "/api/items/3?tags=a&tags=b", &h, "")),
+        None
+    );
+    let (_, errs) = check(
+        &v,
+        &mut ex("GET", "/api/items/3?tags=c", &[("cookie", "sid=x")], ""),
+    )
+    .unwrap();
+    let locs: Vec<&str> = errs.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        locs,
+        ["query.tags/0", "header.x-trace", "cookie.sid"],
+        "{errs:?}"
+    );
+    let (_, errs) = check(
+        &v,
+        &mut ex("GET", "/api/items/3", &[("x-trace", "XYZ")], ""),
+    )
+    .unwrap();
+    assert_eq!(errs[0].0, "header.x-trace");
+    let put = |body: &str| check(&v, &mut ex("PUT", "/api/items/1", &[JSON], body));
+    assert_eq!(
+        put(r#"{"name":"n","note":null,"score":0.5,"kind":"x","secret":"s"}"#),
+        None
+    );
+    let (_, errs) = put(r#"{"name":"n","extra":1}"#).unwrap();
+    assert_eq!(errs[0].0, "#/body", "{errs:?}");
+    assert!(errs[0].1.contains("extra"), "{errs:?}");
+    let (_, errs) = put(r#"{"name":"n","score":0}"#).unwrap();
+    assert_eq!(errs[0].0, "#/body/score");
+    let (_, errs) = put(r#"{"name":"n","kind":1.5}"#).unwrap();
+    assert_eq!(errs[0].0, "#/body/kind");
+    let (_, errs) = check(&v, &mut ex("PUT", "/api/items/1", &[], "")).unwrap();
+    assert!(errs[0].1.contains("required"), "{errs:?}");
+}
+
+fn respond(
+    v: &OpenApiValidator,
+    e: &mut Exchange,
+    status: u16,
+    ct: Option<&str>,
+    body: &str,
+) -> Option<Value> {
+    assert!(matches!(v.on_request(e), Outcome::Continue));
+    let mut r = http::Response::builder().status(status);
+    if let Some(ct) = ct {
+        r = r.header("content-type", ct);
+    }
+    e.response = Some(r.body(Body::full(body.to_owned())).unwrap());
+    match v.on_response(e) {
+        Outcome::Continue => None,
+        Outcome::Reject(p) => {
+            assert_eq!(p.status, 502);
+            Some(p.to_json())
+        }
+        Outcome::Respond(_) => panic!(),
+    }
+}
+
+#[test]
+fn response_rules() {
+    let v = OpenApiValidator::new(spec_from(SMALL), false, true);
+    let get = || ex("GET", "/api/items/3", &[("x-trace", "ab")], "");
+    assert_eq!(
+        respond(
+            &v,
+            &mut get(),
+            200,
+            Some("application/json"),
+            r#"{"name":"x"}"#
+        ),
+        None
+    );
+    assert_eq!(respond(&v, &mut get(), 404, None, ""), None);
+    let p = respond(&v, &mut get(), 500, None, "").unwrap();
+    assert_eq!(p["errors"][0]["location"], "status");
+    let p = respond(&v, &mut get(), 200, Some("text/html"), "<p>").unwrap();
+    assert_eq!(p["errors"][0]["location"], "header.content-type");
+    let p = respond(
+        &v,
+        &mut get(),
+        200,
+        Some("application/json"),
+        r#"{"name":1,"secret":"s"}"#,
+    )
+    .unwrap();
+    let errs = p["errors"].as_array().unwrap();
+    assert_eq!(errs.len(), 2, "{p}");
+    assert_eq!(p["errors"][0]["location"], "#/body/name");
+    assert_eq!(
+        json!(errs.iter().any(|e| e["location"] == "#/body/secret")),
+        json!(true)
+    );
+}
+
+#[test]
+fn openapi_31_and_invalid_specs() {
+    let s = spec_from(
+        "openapi: 3.1.0\ninfo: {title: T, version: '1'}\npaths:\n  /a:\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: {type: [string, 'null'], maxLength: 2}\n      responses: {'200': {description: ok}}\n",
+    );
+    let v = OpenApiValidator::new(s, true, false);
+    assert_eq!(check(&v, &mut ex("POST", "/a", &[JSON], "null")), None);
+    assert_eq!(
+        check(&v, &mut ex("POST", "/a", &[JSON], "\"abc\""))
+            .unwrap()
+            .0,
+        400
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "openapi: 3.0.0\ninfo: {title: T, version: '1'}\npaths:\n  /a:\n    get:\n      parameters:\n        - {in: query, schema: {type: string}}\n      responses: {}\n").unwrap();
+    let e = load_spec(&Source::File(f.clone())).unwrap_err();
+    assert!(e.to_string().contains("bad.yaml:7:"), "{e}");
+    assert!(e.message.contains("name"), "{e}");
+    std::fs::write(&f, "swagger: '2.0'\n").unwrap();
+    assert!(load_spec(&Source::File(f)).is_err());
+}
+
+#[test]
+fn discriminator_dispatches_overlapping_alternatives() {
+    let spec = spec_from(
+        r##"
+openapi: 3.0.3
+info: { title: Pets, version: "1" }
+paths:
+  /pets:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema:
+              oneOf: [ { $ref: "#/components/schemas/Cat" }, { $ref: "#/components/schemas/Dog" } ]
+              discriminator: { propertyName: petType }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Pet:
+      type: object
+      required: [petType, name]
+      properties: { petType: { type: string }, name: { type: string } }
+    Cat:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { huntingSkill: { type: string, enum: [lazy, aggressive] } }
+    Dog:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { packSize: { type: integer, minimum: 0 } }
+"##,
+    );
+    let v = OpenApiValidator::new(spec, true, false);
+    let post = |b: &str| check(&v, &mut ex("POST", "/pets", &[JSON], b));
+    // Without the discriminator this Cat would also be a valid Dog, and `oneOf` would fail.
+    assert_eq!(
+        post(r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#),
+        None
+    );
+    assert_eq!(post(r#"{"petType":"Dog","name":"Rex","packSize":3}"#), None);
+    let (_, e) = post(r#"{"petType":"Cat","name":"Tom","huntingSkill":"sleepy"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/huntingSkill");
+    let (_, e) = post(r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body/petType", "{e:?}");
+}

@@ -1,0 +1,140 @@
+//! `apiKey`: an API key from a header or query parameter, checked against listed keys and the
+//! consumers' keys. 401 when missing, 403 when unknown or lacking a required scope.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::HeaderName;
+use turnpike_config::{ApiKeyExtractor, ApiKeyPolicy, ApiKeyStore, SimpleKey};
+use turnpike_core::exchange::Identity;
+use turnpike_core::{Exchange, Outcome, Policy};
+
+use super::{admit, forbidden, unauthorized, Allow};
+use crate::consumers::{self, Consumers};
+use crate::{err, CompileError, FlowContext};
+
+enum Extractor {
+    Header(HeaderName),
+    Query(String),
+}
+
+/// The compiled policy.
+pub struct ApiKey {
+    keys: HashMap<String, Vec<String>>,
+    consumers: Option<Arc<Consumers>>,
+    extractors: Vec<Extractor>,
+    allow: Option<Allow>,
+    required_scopes: Vec<String>,
+}
+
+impl ApiKey {
+    /// Compiles the policy.
+    pub fn compile(c: &ApiKeyPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+        let mut keys = HashMap::new();
+        let mut consumers = None;
+        if c.stores.is_empty() {
+            return Err(err("stores", "at least one store is needed"));
+        }
+        for (i, store) in c.stores.iter().enumerate() {
+            match store {
+                ApiKeyStore::Simple(list) => {
+                    for (j, SimpleKey::Secret(s)) in list.iter().enumerate() {
+                        if s.value.is_empty() {
+                            return Err(err(
+                                &format!("stores[{i}].simple[{j}].secret.value"),
+                                "must not be empty",
+                            ));
+                        }
+                        keys.insert(s.value.clone(), s.scopes.clone());
+                    }
+                }
+                ApiKeyStore::Consumers(_) => consumers = Some(ctx.consumers.clone()),
+            }
+        }
+        let extractors = if c.extractors.is_empty() {
+            vec![Extractor::Header(HeaderName::from_static("x-api-key"))]
+        } else {
+            c.extractors
+                .iter()
+                .enumerate()
+                .map(|(i, e)| match e {
+                    ApiKeyExtractor::Header(h) => HeaderName::from_bytes(h.as_bytes())
+                        .map(Extractor::Header)
+                        .map_err(|_| {
+                            err(
+                                &format!("extractors[{i}].header"),
+                                format!("`{h}` is not a header name"),
+                            )
+                        }),
+                    ApiKeyExtractor::Query(q) if !q.is_empty() => Ok(Extractor::Query(q.clone())),
+                    ApiKeyExtractor::Query(_) => {
+                        Err(err(&format!("extractors[{i}].query"), "must not be empty"))
+                    }
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let allow = match &c.allow {
+            Some(a) => Allow::compile(a, ctx.consumers).map_err(|m| err("allow", m))?,
+            None => None,
+        };
+        Ok(ApiKey {
+            keys,
+            consumers,
+            extractors,
+            allow,
+            required_scopes: c.required_scopes.clone(),
+        })
+    }
+
+    fn extract(&self, ex: &Exchange) -> Option<String> {
+        self.extractors.iter().find_map(|e| match e {
+            Extractor::Header(h) => ex
+                .request
+                .headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(|s| s.trim().to_owned()),
+            Extractor::Query(q) => ex.query(q).map(|v| v.into_owned()),
+        })
+    }
+}
+
+impl Policy for ApiKey {
+    fn name(&self) -> &'static str {
+        "apiKey"
+    }
+
+    fn response_needs_request(&self) -> bool {
+        self.consumers
+            .as_ref()
+            .is_some_and(|c| c.response_needs_request())
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let Some(key) = self.extract(ex).filter(|k| !k.is_empty()) else {
+            return unauthorized("an API key is required", None);
+        };
+        let (consumer, scopes) = if let Some(scopes) = self.keys.get(&key) {
+            (None, scopes.clone())
+        } else if let Some(c) = self.consumers.as_ref().and_then(|c| c.by_api_key(&key)) {
+            (Some(c.clone()), Vec::new())
+        } else {
+            return forbidden("the API key is not valid");
+        };
+        let identity = Identity {
+            scopes,
+            ..Default::default()
+        };
+        admit(
+            ex,
+            consumer.as_ref(),
+            identity,
+            self.allow.as_ref(),
+            &self.required_scopes,
+        )
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        consumers::leave(ex)
+    }
+}

@@ -1,0 +1,108 @@
+//! Authentication policies and what they share: identifying the consumer, checking `allow`
+//! lists and scopes, and the 401/403 answers.
+
+pub mod api_key;
+pub mod basic;
+pub mod jwt;
+pub mod password;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use http::StatusCode;
+use turnpike_config::AllowList;
+use turnpike_core::exchange::Identity;
+use turnpike_core::{Exchange, Outcome, Problem};
+
+use crate::consumers::{self, Consumer, Consumers};
+
+/// A compiled `allow:` list.
+#[derive(Debug, Default)]
+pub struct Allow {
+    consumers: HashSet<String>,
+    groups: HashSet<String>,
+}
+
+impl Allow {
+    /// Compiles the list; unknown consumer names are errors (a typo would lock everyone out).
+    pub fn compile(a: &AllowList, all: &Consumers) -> Result<Option<Self>, String> {
+        if a.consumers.is_empty() && a.groups.is_empty() {
+            return Ok(None);
+        }
+        for c in &a.consumers {
+            if all.by_name(c).is_none() {
+                return Err(format!("allow.consumers: no consumer is named `{c}`"));
+            }
+        }
+        Ok(Some(Allow {
+            consumers: a.consumers.iter().cloned().collect(),
+            groups: a.groups.iter().cloned().collect(),
+        }))
+    }
+
+    fn permits(&self, consumer: Option<&Consumer>) -> bool {
+        consumer.is_some_and(|c| {
+            self.consumers.contains(&*c.name) || c.groups.iter().any(|g| self.groups.contains(&**g))
+        })
+    }
+}
+
+/// 401 with a problem body; `challenge` becomes `WWW-Authenticate`.
+pub(crate) fn unauthorized(detail: &str, challenge: Option<&http::HeaderValue>) -> Outcome {
+    let mut p = Problem::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "Authentication required",
+    )
+    .with_detail(detail);
+    if let Some(c) = challenge {
+        p = p.with_header(http::header::WWW_AUTHENTICATE, c.clone());
+    }
+    Outcome::Reject(p)
+}
+
+/// 403 with a problem body.
+pub(crate) fn forbidden(detail: &str) -> Outcome {
+    Outcome::Reject(
+        Problem::new(StatusCode::FORBIDDEN, "forbidden", "Access denied").with_detail(detail),
+    )
+}
+
+/// Records who the caller is, checks `allow` and the required scopes, and runs the consumer's
+/// own flow. Called by every auth policy once the credentials are verified.
+pub(crate) fn admit(
+    ex: &mut Exchange,
+    consumer: Option<&Arc<Consumer>>,
+    mut identity: Identity,
+    allow: Option<&Allow>,
+    required_scopes: &[String],
+) -> Outcome {
+    if let Some(a) = allow {
+        if !a.permits(consumer.map(|c| &**c)) {
+            return forbidden("this consumer may not use this API");
+        }
+    }
+    if let Some(missing) = required_scopes
+        .iter()
+        .find(|s| !identity.scopes.contains(s))
+    {
+        return forbidden(&format!("the scope `{missing}` is required"));
+    }
+    if let Some(c) = consumer {
+        identity.consumer = Some(c.name.clone());
+        identity.groups = c.groups.clone();
+    }
+    ex.extensions.insert(identity);
+    match consumer {
+        Some(c) => consumers::enter(ex, c),
+        None => Outcome::Continue,
+    }
+}
+
+/// The constant-time equality of two byte strings of equal length.
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,220 @@
+//! `cors`: answers CORS preflight requests itself and adds the CORS headers to responses for
+//! allowed origins (Fetch standard, "CORS protocol").
+
+use std::collections::HashSet;
+
+use http::{header, HeaderValue, Method, Response, StatusCode};
+use turnpike_config::CorsPolicy;
+use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
+
+use crate::{err, CompileError};
+
+/// The compiled policy.
+pub struct Cors {
+    any_origin: bool,
+    origins: HashSet<String>,
+    methods: HashSet<Method>,
+    allow_methods: HeaderValue,
+    headers: HashSet<String>,
+    allow_headers: Option<HeaderValue>,
+    expose: Option<HeaderValue>,
+    credentials: bool,
+    max_age: Option<HeaderValue>,
+}
+
+impl Cors {
+    /// Compiles the policy; `*` with credentials is rejected (browsers refuse it).
+    pub fn compile(c: &CorsPolicy) -> Result<Self, CompileError> {
+        if c.origins.is_empty() {
+            return Err(err("origins", "list at least one origin, or `*`"));
+        }
+        let any_origin = c.origins.iter().any(|o| o == "*");
+        if any_origin && c.credentials.0 {
+            return Err(err(
+                "credentials",
+                "not allowed with origin `*` (browsers reject it); list the origins",
+            ));
+        }
+        let mut origins = HashSet::new();
+        for (i, o) in c.origins.iter().enumerate() {
+            if o == "*" {
+                continue;
+            }
+            if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+                return Err(err(
+                    &format!("origins[{i}]"),
+                    format!("`{o}` is not an origin such as https://app.example.com"),
+                ));
+            }
+            origins.insert(o.to_ascii_lowercase());
+        }
+        let method_names: Vec<String> = if c.methods.is_empty() {
+            vec!["GET".into(), "HEAD".into(), "POST".into()]
+        } else {
+            c.methods.iter().map(|m| m.to_ascii_uppercase()).collect()
+        };
+        let mut methods = HashSet::new();
+        for (i, m) in method_names.iter().enumerate() {
+            methods
+                .insert(Method::from_bytes(m.as_bytes()).map_err(|_| {
+                    err(&format!("methods[{i}]"), format!("`{m}` is not a method"))
+                })?);
+        }
+        let value = |v: String, key: &str| {
+            HeaderValue::from_str(&v).map_err(|_| err(key, "not a valid header value"))
+        };
+        let allow_methods = value(method_names.join(", "), "methods")?;
+        let headers: HashSet<String> = c.headers.iter().map(|h| h.to_ascii_lowercase()).collect();
+        let allow_headers = (!c.headers.is_empty())
+            .then(|| value(c.headers.join(", "), "headers"))
+            .transpose()?;
+        let expose = (!c.expose_headers.is_empty())
+            .then(|| value(c.expose_headers.join(", "), "exposeHeaders"))
+            .transpose()?;
+        let max_age = c.max_age.map(|d| HeaderValue::from(d.0.as_secs()));
+        Ok(Cors {
+            any_origin,
+            origins,
+            methods,
+            allow_methods,
+            headers,
+            allow_headers,
+            expose,
+            credentials: c.credentials.0,
+            max_age,
+        })
+    }
+
+    fn allowed_origin(&self, origin: &str) -> bool {
+        self.any_origin || self.origins.contains(&origin.to_ascii_lowercase())
+    }
+
+    fn origin_value(&self, origin: &HeaderValue) -> HeaderValue {
+        if self.any_origin {
+            HeaderValue::from_static("*")
+        } else {
+            origin.clone()
+        }
+    }
+}
+
+impl Policy for Cors {
+    fn name(&self) -> &'static str {
+        "cors"
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let Some(origin) = ex.request.headers.get(header::ORIGIN).cloned() else {
+            return Outcome::Continue;
+        };
+        let preflight = ex.request.method == Method::OPTIONS
+            && ex
+                .request
+                .headers
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+        if !preflight {
+            return Outcome::Continue;
+        }
+        let deny = |why: String| {
+            Outcome::Reject(
+                Problem::new(
+                    StatusCode::FORBIDDEN,
+                    "cors-denied",
+                    "CORS preflight denied",
+                )
+                .with_detail(why),
+            )
+        };
+        let origin_text = origin.to_str().unwrap_or("");
+        if !self.allowed_origin(origin_text) {
+            return deny(format!("origin `{origin_text}` is not allowed"));
+        }
+        let method = ex.request.headers[header::ACCESS_CONTROL_REQUEST_METHOD].as_bytes();
+        if !Method::from_bytes(method).is_ok_and(|m| self.methods.contains(&m)) {
+            return deny(format!(
+                "method `{}` is not allowed",
+                String::from_utf8_lossy(method)
+            ));
+        }
+        if let Some(req_headers) = ex
+            .request
+            .headers
+            .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+            .and_then(|v| v.to_str().ok())
+        {
+            for h in req_headers
+                .split(',')
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+            {
+                if !self.headers.contains(&h) {
+                    return deny(format!("header `{h}` is not allowed"));
+                }
+            }
+        }
+        let mut res = Response::new(Body::Empty);
+        *res.status_mut() = StatusCode::NO_CONTENT;
+        let h = res.headers_mut();
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            self.origin_value(&origin),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            self.allow_methods.clone(),
+        );
+        if let Some(v) = &self.allow_headers {
+            h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v.clone());
+        }
+        if self.credentials {
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
+        }
+        if let Some(v) = &self.max_age {
+            h.insert(header::ACCESS_CONTROL_MAX_AGE, v.clone());
+        }
+        h.insert(
+            header::VARY,
+            HeaderValue::from_static(
+                "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+            ),
+        );
+        Outcome::Respond(res)
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        let Some(origin) = ex.request.headers.get(header::ORIGIN).cloned() else {
+            return Outcome::Continue;
+        };
+        let allowed = self.allowed_origin(origin.to_str().unwrap_or(""));
+        let Some(res) = ex.response.as_mut() else {
+            return Outcome::Continue;
+        };
+        let h = res.headers_mut();
+        if h.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+            return Outcome::Continue; // a preflight answer, or the backend did CORS itself
+        }
+        if !self.any_origin {
+            h.append(header::VARY, HeaderValue::from_static("Origin"));
+        }
+        if !allowed {
+            return Outcome::Continue;
+        }
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            self.origin_value(&origin),
+        );
+        if self.credentials {
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
+        }
+        if let Some(v) = &self.expose {
+            h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, v.clone());
+        }
+        Outcome::Continue
+    }
+}
