@@ -986,41 +986,56 @@ impl Policy for Wsdl2OpenApi {
         let Some(op) = self.ops.get(i) else {
             return Outcome::Continue;
         };
-        let mut content = match ex
+        // The body as JSON, parsed once per exchange (JSONPath templates before may have).
+        let blank = ex
             .request_bytes()
-            .filter(|b| !b.iter().all(u8::is_ascii_whitespace))
-        {
-            None => Value::Object(Map::new()),
-            Some(b) => match serde_json::from_slice::<Value>(b) {
-                Ok(v @ Value::Object(_)) => v,
-                Ok(_) => {
-                    return Outcome::Reject(
-                        problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
-                            .with_detail("the body must be a JSON object"),
-                    )
-                }
-                Err(e) => {
+            .is_none_or(|b| b.iter().all(u8::is_ascii_whitespace));
+        let parsed: Option<Arc<Value>> = if blank {
+            None
+        } else {
+            match turnpike_core::json::request_json(ex) {
+                Ok(v) => Some(v),
+                Err(turnpike_core::json::JsonBodyError::NoBody) => None,
+                Err(turnpike_core::json::JsonBodyError::Invalid(m)) => {
                     return Outcome::Reject(
                         problem(StatusCode::BAD_REQUEST, "bad-json", "The body is not JSON")
-                            .with_detail(e.to_string()),
+                            .with_detail(m.to_string()),
                     )
                 }
-            },
-        };
-        if let Value::Object(m) = &mut content {
-            for (k, v) in params {
-                m.insert(k, Value::String(v));
             }
-            if let Some(q) = ex.request.uri.query() {
-                for pair in q.split('&').filter(|p| !p.is_empty()) {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    let k = percent_decode(&k.replace('+', " "));
-                    if !m.contains_key(&k) {
-                        m.insert(k, Value::String(percent_decode(&v.replace('+', " "))));
-                    }
+        };
+        if parsed.as_ref().is_some_and(|v| !v.is_object()) {
+            return Outcome::Reject(
+                problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
+                    .with_detail("the body must be a JSON object"),
+            );
+        }
+        // Path and query parameters fill the request too (the body wins for query names).
+        let mut extra: Vec<(String, String)> = params;
+        if let Some(q) = ex.request.uri.query() {
+            for pair in q.split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                let k = percent_decode(&k.replace('+', " "));
+                let in_body = parsed.as_ref().is_some_and(|b| b.get(&k).is_some());
+                if !in_body && !extra.iter().any(|(e, _)| *e == k) {
+                    extra.push((k, percent_decode(&v.replace('+', " "))));
                 }
             }
         }
+        let empty = Value::Object(Map::new());
+        let content: std::borrow::Cow<'_, Value> = match (&parsed, extra.is_empty()) {
+            (Some(v), true) => std::borrow::Cow::Borrowed(v.as_ref()),
+            (None, true) => std::borrow::Cow::Borrowed(&empty),
+            (p, false) => {
+                let mut v = p.as_ref().map_or_else(|| empty.clone(), |v| (**v).clone());
+                if let Value::Object(m) = &mut v {
+                    for (k, val) in extra {
+                        m.insert(k, Value::String(val));
+                    }
+                }
+                std::borrow::Cow::Owned(v)
+            }
+        };
         let envelope = match self.request_xml(op, &content) {
             Ok(x) => x,
             Err(errors) => return Outcome::Reject(invalid(errors)),
@@ -1039,6 +1054,8 @@ impl Policy for Wsdl2OpenApi {
         }
         let len = envelope.len();
         ex.request_body = Body::full(envelope);
+        turnpike_core::json::forget_request_json(ex);
+        ex.extensions.remove::<turnpike_core::BodyInspected>();
         let h = &mut ex.request.headers;
         h.remove(header::ACCEPT_ENCODING);
         h.remove(header::TRANSFER_ENCODING);

@@ -27,6 +27,7 @@ fn shared(path: &str) -> String {
 struct FixedBackend {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<(String, Bytes)>>>,
+    headers: Arc<Mutex<Vec<http::HeaderMap>>>,
 }
 
 impl FixedBackend {
@@ -35,6 +36,8 @@ impl FixedBackend {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let seen2 = seen.clone();
+        let headers = Arc::new(Mutex::new(Vec::new()));
+        let headers2 = headers.clone();
         let body = Bytes::from(body);
         tokio::spawn(async move {
             loop {
@@ -42,13 +45,16 @@ impl FixedBackend {
                     continue;
                 };
                 let seen = seen2.clone();
+                let heads = headers2.clone();
                 let body = body.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let seen = seen.clone();
+                        let heads = heads.clone();
                         let body = body.clone();
                         async move {
                             let path = req.uri().to_string();
+                            heads.lock().unwrap().push(req.headers().clone());
                             let got = req.into_body().collect().await.unwrap().to_bytes();
                             seen.lock().unwrap().push((path, got));
                             let mut r = http::Response::new(Full::new(body));
@@ -64,7 +70,11 @@ impl FixedBackend {
                 });
             }
         });
-        FixedBackend { addr, seen }
+        FixedBackend {
+            addr,
+            seen,
+            headers,
+        }
     }
 
     fn count(&self) -> usize {
@@ -73,6 +83,10 @@ impl FixedBackend {
 
     fn last(&self) -> (String, Bytes) {
         self.seen.lock().unwrap().last().cloned().unwrap()
+    }
+
+    fn last_headers(&self) -> http::HeaderMap {
+        self.headers.lock().unwrap().last().cloned().unwrap()
     }
 }
 
@@ -724,4 +738,29 @@ async fn wsdl2openapi_json_client_against_spyne() {
         .as_str()
         .unwrap()
         .ends_with("Client.NotFound"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_with_json_protection_and_jsonpath_headers() {
+    // The issue's example: jsonProtection, a JSONPath header, then REST to SOAP.
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let yaml = format!(
+        "gateway:\n  accessLog: false\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - jsonProtection: {{}}\n    - request:\n        - setHeader:\n            name: X-Name\n            value: ${{$.name}}\n            language: jsonpath\n    - wsdl2openapi:\n        wsdl: {}\n  target:\n    url: http://{}/city-service\n",
+        shared("wsdl/cities.wsdl"),
+        backend.addr
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"Berlin"}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["population"], 3645000);
+    let h = backend.last_headers();
+    assert_eq!(h["x-name"], "Berlin");
+    assert_eq!(h["soapaction"], "\"https://predic8.de/cities\"");
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/xml"));
+    let sent = String::from_utf8_lossy(&backend.last().1).into_owned();
+    assert!(sent.contains("<name>Berlin</name>"), "{sent}");
+    // jsonProtection rejects duplicate keys before any conversion.
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"a","name":"b"}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(backend.count(), 1);
 }
