@@ -154,7 +154,7 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
-    /// The local OpenAPI files read (for `--watch`).
+    /// The local OpenAPI files, and the WSDL and XSD files of `soapProxy`s, read (for `--watch`).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -284,6 +284,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flatten()
         .flat_map(|s| s.files.iter().cloned())
         .collect();
+    // soapProxy WSDLs and the documents they include are watched too.
+    spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
     spec_files.sort();
     spec_files.dedup();
     errors.into_result(Snapshot {
