@@ -764,3 +764,73 @@ async fn wsdl2openapi_with_json_protection_and_jsonpath_headers() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(backend.count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_wsdl_with_imported_schema_is_usable_by_url() {
+    // Gateway 1 publishes a WSDL whose types import a schema by a relative location; gateway 2
+    // reads that WSDL by URL from gateway 1 (following `?xsd=0`) and validates with it.
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("xsd")).unwrap();
+    std::fs::write(
+        dir.path().join("xsd/name.xsd"),
+        r#"<xsd:schema xmlns:xsd="http://www.w3.org/2001/XMLSchema" targetNamespace="urn:names"><xsd:simpleType name="Name"><xsd:restriction base="xsd:string"><xsd:maxLength value="8"/></xsd:restriction></xsd:simpleType></xsd:schema>"#,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(shared("wsdl/cities.wsdl"))
+        .unwrap()
+        .replace(
+            "<xsd:schema targetNamespace=\"https://predic8.de/cities\">",
+            "<xsd:schema targetNamespace=\"https://predic8.de/cities\" xmlns:n=\"urn:names\"><xsd:import namespace=\"urn:names\" schemaLocation=\"xsd/name.xsd\"/>",
+        )
+        .replace(
+            "<xsd:element name=\"name\" type=\"xsd:string\"/>",
+            "<xsd:element name=\"name\" type=\"n:Name\"/>",
+        )
+        .replace(
+            "http://localhost:2001/city-service",
+            &format!("http://{}/city-service", backend.addr),
+        );
+    std::fs::write(dir.path().join("cities.wsdl"), text).unwrap();
+    let gw1 = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n",
+        dir.path().join("cities.wsdl").display()
+    ));
+    let a1 = gw1.addr();
+    let wsdl = get(a1, "/city-service?wsdl").await.text();
+    assert!(wsdl.contains("schemaLocation=\"?xsd=0\""), "{wsdl}");
+    assert!(get(a1, "/city-service?xsd=0")
+        .await
+        .text()
+        .contains("maxLength"));
+    let gw2 = tokio::task::spawn_blocking(move || {
+        TestGateway::start(&format!(
+            "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: http://{a1}/city-service?wsdl\n  flow:\n    - validator: {{}}\n"
+        ))
+    })
+    .await
+    .unwrap();
+    // gateway 2 sends to the address gateway 1 published: gateway 1 itself.
+    let get_city = |n: &str| {
+        soap11(&format!(
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>{n}</name></c:getCity>"
+        ))
+    };
+    let r = post(gw2.addr(), "/city-service", "text/xml", get_city("Bonn")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(backend.count(), 1);
+    let r = post(
+        gw2.addr(),
+        "/city-service",
+        "text/xml",
+        get_city("Copenhagen"),
+    )
+    .await;
+    assert_eq!(
+        r.status,
+        500,
+        "the imported maxLength applies: {}",
+        r.text()
+    );
+    assert_eq!(backend.count(), 1);
+}
