@@ -39,7 +39,7 @@ pub struct XmlProtectionPolicy {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ValidatorPolicy {
-    /// The WSDL (a file relative to this config file, or an `http://` URL fetched at load).
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
     /// Inside a `soapProxy`, defaults to the proxy's WSDL.
     #[serde(default)]
     pub wsdl: Option<String>,
@@ -54,7 +54,7 @@ pub struct ValidatorPolicy {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Wsdl2OpenApiPolicy {
-    /// The WSDL (a file relative to this config file, or an `http://` URL fetched at load).
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
     pub wsdl: String,
     /// Which service of the WSDL to offer, when it has several.
     #[serde(default)]
@@ -98,7 +98,7 @@ pub struct SoapProxyConfig {
     /// Space-separated host names this API answers for.
     #[serde(default)]
     pub host: Option<String>,
-    /// The WSDL: a file relative to this config file, or an `http://` URL fetched at load.
+    /// The WSDL: a file relative to this config file, or an `http(s)://` URL fetched at load.
     pub wsdl: String,
     /// Which service of the WSDL to proxy, when it has several.
     #[serde(default)]
