@@ -328,11 +328,14 @@ fn soap_proxy_api(
     let target = match &p.target {
         Some(t) => t.clone(),
         None => {
-            let Some(rest) = port.address.strip_prefix("http://") else {
+            let scheme_rest = ["http://", "https://"]
+                .iter()
+                .find_map(|sch| port.address.strip_prefix(sch).map(|r| (sch, r)));
+            let Some((scheme, rest)) = scheme_rest else {
                 errors.push(located.error(
                     "wsdl",
                     format!(
-                        "the service address `{}` is not an http:// URL; set `target:`",
+                        "the service address `{}` is not an http(s):// URL; set `target:`",
                         port.address
                     ),
                 ));
@@ -340,7 +343,7 @@ fn soap_proxy_api(
             };
             let authority = rest.split('/').next().unwrap_or(rest);
             TargetConfig {
-                url: Some(format!("http://{authority}")),
+                url: Some(format!("{scheme}{authority}")),
                 host: None,
                 port: None,
                 adjust_host_header: None,

@@ -379,12 +379,23 @@ async fn soap_proxy_routes_publishes_and_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soap_proxy_config_errors_name_the_setting() {
     let dir = tempfile::tempdir().unwrap();
+    let jms = dir.path().join("jms.wsdl");
+    std::fs::write(
+        &jms,
+        std::fs::read_to_string(shared("wsdl/partner.wsdl"))
+            .unwrap()
+            .replace(
+                "https://example.com/services/PartnerService",
+                "jms:queue:partners",
+            ),
+    )
+    .unwrap();
     let file = dir.path().join("g.yaml");
     std::fs::write(
         &file,
         format!(
             "soapProxy:\n  port: 0\n  wsdl: {}\n---\nsoapProxy:\n  port: 0\n  wsdl: nope.wsdl\n---\napi:\n  port: 0\n  flow:\n    - validator: {{}}\n  target:\n    url: http://127.0.0.1:1\n",
-            shared("wsdl/partner.wsdl")
+            jms.display()
         ),
     )
     .unwrap();
@@ -393,7 +404,7 @@ async fn soap_proxy_config_errors_name_the_setting() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("soapProxy.wsdl") && err.contains("https://example.com"),
+        err.contains("soapProxy.wsdl") && err.contains("jms:queue:partners"),
         "{err}"
     );
     assert!(err.contains("nope.wsdl"), "{err}");
