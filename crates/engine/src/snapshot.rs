@@ -369,8 +369,8 @@ fn soap_proxy_api(
         }),
         flow: p.flow.clone(),
         target: Some(target),
-        ssl: None,
-        h2c: Default::default(),
+        ssl: p.ssl.clone(),
+        h2c: p.h2c,
         openapi: Vec::new(),
     };
     Some((
@@ -565,7 +565,7 @@ fn compile_plain_api(
     if let Some(w) = wsdl {
         // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
         steps.push(Step {
-            policy: Box::new(WsdlPublisher::new(w)),
+            policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
             request: true,
             response: false,
         });

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{PolicyConfig, TargetConfig};
+use super::{PolicyConfig, SslConfig, TargetConfig};
 use crate::units::{ByteSize, Flag};
 
 /// `xmlProtection`: checks XML bodies in one streaming pass; entities are never expanded.
@@ -115,4 +115,10 @@ pub struct SoapProxyConfig {
     /// Where requests go (default: the service address of the WSDL).
     #[serde(default)]
     pub target: Option<TargetConfig>,
+    /// TLS to clients, as for `api` (the published WSDL then names `https://` addresses).
+    #[serde(default)]
+    pub ssl: Option<SslConfig>,
+    /// Accept cleartext HTTP/2 with prior knowledge, as for `api`.
+    #[serde(default)]
+    pub h2c: Flag,
 }
