@@ -229,13 +229,13 @@ CASES = [
      "nginx-tls", "nginx TLS"),
     ("h2", "Case 7: HTTPS + HTTP/2 clients (h2load -m 10; p50 column = mean request time)",
      "nginx-h2", "nginx"),
-    ("openapi", "Case 4 (Membrane's scenario 5): OpenAPI request validation, Fruitshop `POST /shop/v2/products` (Mangos)",
+    ("openapi", "Case 8 (Membrane's scenario 5): OpenAPI request validation, Fruitshop `POST /shop/v2/products` (Mangos)",
      "turnpike-proxy", "plain proxy"),
-    ("jsonprot", "Case 5: jsonProtection (Membrane's defaults), `POST` Mangos",
+    ("jsonprot", "Case 9: jsonProtection (Membrane's defaults), `POST` Mangos",
      "turnpike-proxy", "plain proxy"),
-    ("rest2soap", "Case 8 (Membrane's scenario 6): REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
+    ("rest2soap", "Scenario 6: REST to SOAP (`wsdl2openapi`, POST /create-person, ~400-byte JSON) "
      "vs plain proxy of the SOAP request (target: at least 0.65)", "turnpike-plain", "plain proxy"),
-    ("soapvalidate", "Case 9 (Membrane's scenario 7): SOAP proxy with xmlProtection and WSDL validation of request "
+    ("soapvalidate", "Scenario 7: SOAP proxy with xmlProtection and WSDL validation of request "
      "and response vs plain proxy (target: at least 0.60)", "turnpike-plain", "plain proxy"),
 ]
 LABELS = {

@@ -28,11 +28,11 @@ LOAD_CPU=0   # wrk and the nginx backend
 P_TP_SHORT=2000      # turnpike-return.yaml
 P_TP_PROXY=2001      # turnpike-proxy.yaml
 P_TP_ROUTES=2002     # turnpike-1api.yaml and the generated 10,000-API config
-P_TP_OPENAPI=2003    # turnpike-openapi.yaml (case 4)
-P_TP_JSONPROT=2004   # turnpike-jsonprotection.yaml (case 5)
-P_TP_REST2SOAP=2050  # turnpike-rest2soap.yaml (scenario 6)
-P_TP_SOAPVAL=2051    # turnpike-soap-validate.yaml (scenario 7)
-P_TP_SOAPPLAIN=2052  # turnpike-soap-plain.yaml (baseline of 6 and 7)
+P_TP_OPENAPI=2006    # turnpike-openapi.yaml (openapi, Membrane's scenario 5)
+P_TP_JSONPROT=2007   # turnpike-jsonprotection.yaml (jsonprot)
+P_TP_REST2SOAP=2003  # turnpike-rest2soap.yaml (scenario 6)
+P_TP_SOAPVAL=2004    # turnpike-soap-validate.yaml (scenario 7)
+P_TP_SOAPPLAIN=2005  # turnpike-soap-plain.yaml (baseline of 6 and 7)
 P_BACKEND=2010       # nginx-backend.conf: the 1 KB JSON backend
 P_STATUS=2011        # nginx-backend.conf: stub_status of the backend
 P_NGINX_SHORT=2020   # nginx-return.conf
@@ -51,6 +51,9 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --connections C    wrk connections (default $CONNECTIONS)
   --turnpike PATH    turnpike binary (default target/release/turnpike;
                      build it with: cargo build --release)
+  --cases LIST       comma-separated cases (default $CASES):
+                     short, proxy, routes, auth, matrix, tls, h2, openapi (Membrane
+                     scenario 5), jsonprot, rest2soap (scenario 6), soapvalidate (scenario 7)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -143,25 +146,25 @@ if has_case h2; then
     has_system turnpike && PLAN+=(h2/turnpike-h2)
     has_system nginx && PLAN+=(h2/nginx-h2)
 fi
-# Scenarios 6 and 7 compare against turnpike plainly proxying the same SOAP POST to the same
-# backend location in the same round.
-for c in rest2soap soapvalidate; do
+# openapi (Membrane's scenario 5) and jsonprot POST the Mangos body; each is compared with
+# turnpike's plain proxy in the same round (same body, same backend).
+for c in openapi jsonprot; do
     if has_case $c; then
         if has_system turnpike; then
-            PLAN+=("$c/turnpike-plain")
-            [[ $c == rest2soap ]] && PLAN+=(rest2soap/turnpike-rest2soap)
-            [[ $c == soapvalidate ]] && PLAN+=(soapvalidate/turnpike-validate)
+            PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
         else
             log "case '$c' needs turnpike: skipped"
         fi
     fi
 done
-# Cases 4 and 5 POST the Mangos body; each is compared with turnpike's plain proxy in the
-# same round (same body, same backend).
-for c in openapi jsonprot; do
+# Scenarios 6 and 7 compare against turnpike plainly proxying the same SOAP POST to the same
+# backend in the same round.
+for c in rest2soap soapvalidate; do
     if has_case $c; then
         if has_system turnpike; then
-            PLAN+=("$c/turnpike-proxy" "$c/turnpike-$c")
+            PLAN+=($c/turnpike-plain)
+            [[ $c == rest2soap ]] && PLAN+=(rest2soap/turnpike-rest2soap)
+            [[ $c == soapvalidate ]] && PLAN+=(soapvalidate/turnpike-validate)
         else
             log "case '$c' needs turnpike: skipped"
         fi
@@ -404,7 +407,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     local case=${pair%%/*} sys=${pair#*/}
     local dir="$TMP/r$round-$case-$sys"
     local logf="$dir/server.log" port=${PORT[$pair]} path=/ expect="$TMP/backend-body.json" scheme=http
-    local cmd pid url a0 a1 script=() ready_path=""
+    local cmd pid url a0 a1 ready_path="" script=()
     mkdir -p "$dir"
     case $pair in
         short/turnpike) expect=""; cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-return.yaml") ;;
@@ -429,15 +432,12 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         jsonprot/turnpike-jsonprot)
             path=/shop/v2/products; script=(-s "$CONFIGS/post-mangos.lua")
             cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-jsonprotection.yaml") ;;
-        rest2soap/turnpike-plain|soapvalidate/turnpike-plain)
-            expect=""; path=/person-service; script=(-s "$CONFIGS/soap-request.lua")
+        */turnpike-plain) expect=""; path=/person-service; script=(-s "$CONFIGS/soap-request.lua")
             cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-plain.yaml") ;;
-        rest2soap/turnpike-rest2soap)
-            expect=""; path=/create-person; ready_path=/api-docs; script=(-s "$CONFIGS/rest2soap.lua")
-            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-rest2soap.yaml") ;;
-        soapvalidate/turnpike-validate)
-            expect=""; path=/person-service; ready_path="/person-service?wsdl"; script=(-s "$CONFIGS/soap-request.lua")
-            cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-validate.yaml") ;;
+        rest2soap/turnpike-rest2soap) expect=""; path=/create-person; ready_path=/api-docs
+            script=(-s "$CONFIGS/rest2soap.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-rest2soap.yaml") ;;
+        soapvalidate/turnpike-validate) expect=""; path=/person-service; ready_path="/person-service?wsdl"
+            script=(-s "$CONFIGS/soap-request.lua"); cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-soap-validate.yaml") ;;
         *) die "internal: unknown run $pair" ;;
     esac
     url="$scheme://127.0.0.1:$port$path"
@@ -447,6 +447,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     pid=$SERVER_PID
     local hdr=${HDR[$pair]:-} wargs=()
     [[ -n $hdr ]] && wargs=(-H "$hdr")
+    # Readiness: a GET (on `ready_path` when the measured request is a POST that needs a body).
     wait_ready "$pid" "$scheme://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)

@@ -295,15 +295,15 @@ impl Loader<'_> {
                 origin,
                 key: "api".into(),
             }),
-            Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
-                value: *p,
-                origin,
-                key: "soapProxy".into(),
-            }),
             Document::Consumer(c) => self.set.consumers.push(Located {
                 value: c,
                 origin,
                 key: "consumer".into(),
+            }),
+            Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
+                value: *p,
+                origin,
+                key: "soapProxy".into(),
             }),
             Document::Global(policies) => self.set.globals.push(Located {
                 value: policies,

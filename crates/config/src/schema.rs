@@ -23,6 +23,9 @@ mod tests {
             "\"include\"",
             "\"gateway\"",
             "setHeader",
+            "jsonProtection",
+            "validateRequests",
+            "jsonpath",
         ] {
             assert!(s.contains(key), "{key} missing from schema");
         }

@@ -12,13 +12,6 @@ use crate::body::Body;
 /// names them (`/items/{id}` → one range).
 pub type PathParams = SmallVec<[(u16, u16); 4]>;
 
-/// Set in [`Exchange::extensions`] by a policy that turns a request into a call of one fixed
-/// endpoint (`wsdl2openapi`: REST in front of SOAP): the engine then sends the request to the
-/// target's base path alone, or to this path when the target has none, instead of joining the
-/// target's base path with the request path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FixedEndpoint(pub http::uri::PathAndQuery);
-
 /// Who is calling, as established by an authentication policy; stored in
 /// [`Exchange::extensions`] and read by later policies, templates and the access log.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +35,12 @@ pub struct ClientCertificate {
     /// The certificate's subject, RFC 4514 form (`CN=client,O=Example`).
     pub subject: String,
 }
+/// Set in [`Exchange::extensions`] by a policy that turns a request into a call of one fixed
+/// endpoint (`wsdl2openapi`: REST in front of SOAP): the engine then sends the request to the
+/// target's base path alone, or to this path when the target has none, instead of joining the
+/// target's base path with the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedEndpoint(pub http::uri::PathAndQuery);
 
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.

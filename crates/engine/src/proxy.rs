@@ -1,7 +1,7 @@
 //! The request path: route → exchange → request phase → target (or the policy's answer) →
 //! response phase → client. Every error the gateway generates has the right status and a
-//! machine-readable body — problem+json, a gRPC status for gRPC requests, or a SOAP fault on
-//! SOAP APIs — and is logged.
+//! machine-readable body — problem+json, a gRPC status for gRPC requests, a SOAP fault on SOAP
+//! APIs — and is logged.
 //! WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled both ways.
 
 use std::net::SocketAddr;
@@ -13,15 +13,14 @@ use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
-use turnpike_core::exchange::ClientCertificate;
-use turnpike_core::exchange::FixedEndpoint;
+use turnpike_core::exchange::{ClientCertificate, FixedEndpoint};
 use turnpike_core::{
     Body, BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Problem, RequestEnd,
 };
 
 use crate::access_log::{self, AccessRecord};
 use crate::headers::{add_forwarded, remove_hop_by_hop};
-use crate::snapshot::{Api, ErrorStyle, Snapshot};
+use crate::snapshot::{Api, ErrorFormat as ApiErrorFormat, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
 use crate::worker::ConnInfo;
 
@@ -36,14 +35,14 @@ pub struct RequestContext<'a> {
 }
 
 /// How the gateway's own error answers are written for a request.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum ErrorFormat {
     /// RFC 9457 problem+json.
     Problem,
     /// A gRPC "trailers-only" answer: HTTP 200 with `grpc-status` and `grpc-message`.
     Grpc,
-    /// A SOAP fault in this version (APIs with [`ErrorStyle::SoapFault`]: `soapProxy`).
-    Soap(turnpike_soap::SoapVersion),
+    /// A SOAP fault in the version of the request's `Content-Type` (SOAP APIs).
+    Soap(Option<HeaderValue>),
 }
 
 impl ErrorFormat {
@@ -59,21 +58,11 @@ impl ErrorFormat {
         }
     }
 
-    /// The format for a request routed to an API with `style` (gRPC requests keep theirs).
-    fn for_api(self, style: ErrorStyle, headers: &http::HeaderMap) -> Self {
-        match (self, style) {
-            (ErrorFormat::Problem, ErrorStyle::SoapFault) => ErrorFormat::Soap(
-                turnpike_soap::SoapVersion::from_content_type(headers.get(header::CONTENT_TYPE)),
-            ),
-            (f, _) => f,
-        }
-    }
-
-    fn render(self, p: Problem) -> Response<Body> {
+    fn render(&self, p: Problem) -> Response<Body> {
         match self {
             ErrorFormat::Problem => p.into_response(),
             ErrorFormat::Grpc => grpc_error(&p),
-            ErrorFormat::Soap(v) => turnpike_soap::problem_to_fault(p, v),
+            ErrorFormat::Soap(ct) => ApiErrorFormat::SoapFault.render(p, ct.as_ref()),
         }
     }
 }
@@ -151,7 +140,7 @@ pub async fn serve(
 ) -> Response<Body> {
     let settings = &snap.settings;
     let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
-    let format = ErrorFormat::of(&req);
+    let mut format = ErrorFormat::of(&req);
     let version = req.version();
     let routes = snap.listeners.get(&ctx.listener);
     let host = req
@@ -178,6 +167,9 @@ pub async fn serve(
     let api: Arc<Api> = Arc::clone(m.value);
     let params = m.params;
 
+    if api.error_format == ApiErrorFormat::SoapFault {
+        format = ErrorFormat::Soap(req.headers().get(header::CONTENT_TYPE).cloned());
+    }
     let upgrade = is_upgrade(&req);
     let (mut parts, body) = req.into_parts();
     let client_upgrade = if upgrade {
@@ -185,7 +177,6 @@ pub async fn serve(
     } else {
         None
     };
-    let format = format.for_api(api.error_style, &parts.headers);
 
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
@@ -524,7 +515,6 @@ async fn forward(
                 .with_detail(e.to_string()),
         )
     };
-    // A policy that turned the request into a call of one endpoint (REST → SOAP) fixes the path.
     let mut uri = match ex.extensions.get::<FixedEndpoint>() {
         Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
         None => target.upstream_uri(ex.request.uri.path_and_query()),

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located};
-use turnpike_config::{OpenApiSource, PathConfig, SoapProxyConfig, TargetConfig};
+use turnpike_config::{
+    ApiConfig, ConfigErrors, ConfigSet, GatewaySettings, Located, OpenApiSource, PathConfig,
+    SoapProxyConfig, TargetConfig,
+};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Router, Step, TemplateScope};
+use turnpike_core::{Chain, Problem, RouteSpec, Router, Step, TemplateScope};
 use turnpike_openapi::docs::ApiDocs;
 use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
 use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
@@ -27,22 +29,38 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
-    /// How the gateway writes the problems it generates for this API.
-    pub error_style: ErrorStyle,
+    /// How the problems the gateway generates for this API are rendered.
+    pub error_format: ErrorFormat,
 }
 
-/// How an API wants the problems the gateway itself generates (a policy's `Reject`, backend
-/// unreachable or late, bodies too large) written: RFC 9457 problem+json for HTTP APIs, a SOAP
-/// fault (in the request's SOAP version) for SOAP APIs (`soapProxy`), whose clients only
-/// understand faults. `proxy.rs` renders every such problem through it (gRPC requests always get
-/// a gRPC status).
+/// How an API answers with the problems the gateway itself generates (a policy's `Reject`,
+/// backend unreachable or late, bodies too large): RFC 9457 problem+json for HTTP APIs, a SOAP
+/// fault for SOAP APIs (`soapProxy`), whose clients only understand faults. The one place the
+/// engine turns a [`Problem`] into a response once the API is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ErrorStyle {
+pub enum ErrorFormat {
     /// `application/problem+json`.
     #[default]
-    Problem,
-    /// A SOAP fault.
+    ProblemJson,
+    /// A SOAP fault in the request's SOAP version (from its `Content-Type`).
     SoapFault,
+}
+
+impl ErrorFormat {
+    /// Renders `problem`; `content_type` is the request's (read for SOAP faults only).
+    pub fn render(
+        self,
+        problem: Problem,
+        content_type: Option<&http::HeaderValue>,
+    ) -> http::Response<turnpike_core::Body> {
+        match self {
+            ErrorFormat::ProblemJson => problem.into_response(),
+            ErrorFormat::SoapFault => turnpike_soap::problem_to_fault(
+                problem,
+                turnpike_soap::SoapVersion::from_content_type(content_type),
+            ),
+        }
+    }
 }
 
 /// The routes of one listening address.
@@ -154,7 +172,9 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
-    /// The local OpenAPI files, and the WSDL and XSD files of `soapProxy`s, read (for `--watch`).
+    /// Other local files the configuration reads — OpenAPI specs, TLS certificates, keys and
+    /// truststores, `soapProxy` WSDLs and schemas — so that `--watch` reloads when they change
+    /// (certificate rotation).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -196,15 +216,15 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         }
     }
     let consumers = Arc::new(compile_consumers(set, &mut errors));
+    let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
+    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
+    let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
+    let mut order: Vec<SocketAddr> = Vec::new();
     let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
         .soap_proxies
         .iter()
         .filter_map(|p| soap_proxy_api(p, &mut errors))
         .collect();
-    let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
-    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
-    let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
-    let mut order: Vec<SocketAddr> = Vec::new();
     let apis = set
         .apis
         .iter()
@@ -237,6 +257,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
                 },
                 Arc::new(Api {
+                    error_format: ErrorFormat::ProblemJson,
                     name: "api-docs".into(),
                     chain: Chain::new(vec![Step {
                         policy: Box::new(docs),
@@ -244,7 +265,6 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         response: false,
                     }]),
                     target: None,
-                    error_style: ErrorStyle::Problem,
                 }),
             ));
         }
@@ -284,6 +304,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flatten()
         .flat_map(|s| s.files.iter().cloned())
         .collect();
+    spec_files.extend(set.apis.iter().flat_map(tls_files));
     // soapProxy WSDLs and the documents they include are watched too.
     spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
     spec_files.sort();
@@ -295,6 +316,160 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// Builds the TLS config of one listening address from its APIs' `ssl:` settings.
+fn listener_tls(
+    addr: SocketAddr,
+    apis: &[&Located<ApiConfig>],
+    errors: &mut ConfigErrors,
+) -> Option<Arc<rustls::ServerConfig>> {
+    let with: Vec<(&Located<ApiConfig>, &turnpike_config::SslConfig)> = apis
+        .iter()
+        .filter_map(|a| a.value.ssl.as_ref().map(|ssl| (*a, ssl)))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    if let Some(plain) = apis.iter().find(|a| a.value.ssl.is_none()) {
+        errors.push(plain.error(
+            "",
+            format!(
+                "port {} mixes TLS and plain APIs: give this API `ssl:` too, or use another port",
+                addr.port()
+            ),
+        ));
+        return None;
+    }
+    let sites: Vec<turnpike_tls::SiteCert<'_>> = with
+        .iter()
+        .map(|(a, ssl)| turnpike_tls::SiteCert {
+            hosts: a
+                .value
+                .host
+                .as_deref()
+                .map(|h| h.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default(),
+            ssl,
+            base: base_dir(a),
+        })
+        .collect();
+    match turnpike_tls::server_config(&sites) {
+        Ok(cfg) => Some(cfg),
+        Err((i, msg)) => {
+            errors.push(with[i.min(with.len() - 1)].0.error("ssl", msg));
+            None
+        }
+    }
+}
+
+/// What an API's chain is compiled against.
+struct FlowParts<'a> {
+    set: &'a ConfigSet,
+    consumers: &'a Arc<Consumers>,
+    scope: &'a TemplateScope,
+    wsdl: Option<&'a Arc<Wsdl>>,
+    path_prefix: &'a str,
+}
+
+/// The steps of an API's chain: the global policies, then the gateway's own steps for this
+/// kind of API (`built_in`: OpenAPI validation, WSDL publishing), then the API's `flow`.
+fn compile_steps(
+    located: &Located<ApiConfig>,
+    parts: FlowParts<'_>,
+    built_in: Vec<Step>,
+    errors: &mut ConfigErrors,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for g in &parts.set.globals {
+        let ctx = FlowContext {
+            scope: parts.scope,
+            consumers: parts.consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            wsdl: parts.wsdl,
+            path_prefix: "",
+        };
+        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    steps.extend(built_in);
+    let ctx = FlowContext {
+        scope: parts.scope,
+        consumers: parts.consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        wsdl: parts.wsdl,
+        path_prefix: parts.path_prefix,
+    };
+    compile_flow(
+        &located.value.flow,
+        located,
+        "flow",
+        Direction::Both,
+        &ctx,
+        &mut steps,
+        errors,
+    );
+    steps
+}
+
+/// The TLS key material files an API reads (listener and target), resolved like the loader does.
+fn tls_files(api: &Located<ApiConfig>) -> Vec<std::path::PathBuf> {
+    let dir = base_dir(api);
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(ssl) = &api.value.ssl {
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+        names.extend(
+            ssl.client_auth
+                .as_ref()
+                .map(|c| c.truststore.location.as_str()),
+        );
+    }
+    if let Some(ssl) = api.value.target.as_ref().and_then(|t| t.ssl.as_ref()) {
+        names.extend(ssl.truststore.as_ref().map(|t| t.location.as_str()));
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+    }
+    names.into_iter().map(|n| dir.join(n)).collect()
+}
+
+/// The folder of the file a value was read from.
+fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
+    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
+    let none = Arc::new(Consumers::default());
+    let scope = TemplateScope::default();
+    Consumers::compile(
+        &set.consumers,
+        |c, errors| {
+            let ctx = FlowContext {
+                scope: &scope,
+                consumers: &none,
+                in_consumer_flow: true,
+                base_dir: base_dir(c),
+                wsdl: None,
+                path_prefix: "",
+            };
+            let mut steps = Vec::new();
+            compile_flow(
+                &c.value.flow,
+                c,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            Chain::new(steps)
+        },
+        errors,
+    )
+}
+/// One compiled route of an API: its route, the API, and the spec it was deployed from.
+type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
 /// Turns a `soapProxy:` document into the API it stands for: path and target from the WSDL's
 /// service address (unless given), named after the service. Returns the API and its WSDL.
 fn soap_proxy_api(
@@ -383,88 +558,6 @@ fn soap_proxy_api(
     ))
 }
 
-/// Builds the TLS config of one listening address from its APIs' `ssl:` settings.
-fn listener_tls(
-    addr: SocketAddr,
-    apis: &[&Located<ApiConfig>],
-    errors: &mut ConfigErrors,
-) -> Option<Arc<rustls::ServerConfig>> {
-    let with: Vec<(&Located<ApiConfig>, &turnpike_config::SslConfig)> = apis
-        .iter()
-        .filter_map(|a| a.value.ssl.as_ref().map(|ssl| (*a, ssl)))
-        .collect();
-    if with.is_empty() {
-        return None;
-    }
-    if let Some(plain) = apis.iter().find(|a| a.value.ssl.is_none()) {
-        errors.push(plain.error(
-            "",
-            format!(
-                "port {} mixes TLS and plain APIs: give this API `ssl:` too, or use another port",
-                addr.port()
-            ),
-        ));
-        return None;
-    }
-    let sites: Vec<turnpike_tls::SiteCert<'_>> = with
-        .iter()
-        .map(|(a, ssl)| turnpike_tls::SiteCert {
-            hosts: a
-                .value
-                .host
-                .as_deref()
-                .map(|h| h.split_whitespace().map(str::to_owned).collect())
-                .unwrap_or_default(),
-            ssl,
-            base: base_dir(a),
-        })
-        .collect();
-    match turnpike_tls::server_config(&sites) {
-        Ok(cfg) => Some(cfg),
-        Err((i, msg)) => {
-            errors.push(with[i.min(with.len() - 1)].0.error("ssl", msg));
-            None
-        }
-    }
-}
-
-/// The folder of the file a value was read from.
-fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
-    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
-}
-
-fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
-    let none = Arc::new(Consumers::default());
-    let scope = TemplateScope::default();
-    Consumers::compile(
-        &set.consumers,
-        |c, errors| {
-            let ctx = FlowContext {
-                scope: &scope,
-                consumers: &none,
-                in_consumer_flow: true,
-                base_dir: base_dir(c),
-                wsdl: None,
-                path_prefix: "",
-            };
-            let mut steps = Vec::new();
-            compile_flow(
-                &c.value.flow,
-                c,
-                "flow",
-                Direction::Both,
-                &ctx,
-                &mut steps,
-                errors,
-            );
-            Chain::new(steps)
-        },
-        errors,
-    )
-}
-/// One compiled route of an API: its route, the API, and the spec it was deployed from.
-type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);
-
 fn compile_api(
     located: &Located<ApiConfig>,
     wsdl: Option<&Arc<Wsdl>>,
@@ -550,41 +643,25 @@ fn compile_plain_api(
         Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
         _ => "",
     };
-    let mut steps = Vec::new();
-    for g in &set.globals {
-        let ctx = FlowContext {
-            scope: &scope,
-            consumers,
-            in_consumer_flow: false,
-            base_dir: base_dir(g),
-            wsdl,
-            path_prefix,
-        };
-        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-    }
-    if let Some(w) = wsdl {
-        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
-        steps.push(Step {
+    // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+    let built_in: Vec<Step> = wsdl
+        .map(|w| Step {
             policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
             request: true,
             response: false,
-        });
-    }
-    let ctx = FlowContext {
-        scope: &scope,
-        consumers,
-        in_consumer_flow: false,
-        base_dir: base_dir(located),
-        wsdl,
-        path_prefix,
-    };
-    compile_flow(
-        &api.flow,
+        })
+        .into_iter()
+        .collect();
+    let steps = compile_steps(
         located,
-        "flow",
-        Direction::Both,
-        &ctx,
-        &mut steps,
+        FlowParts {
+            set,
+            consumers,
+            scope: &scope,
+            wsdl,
+            path_prefix,
+        },
+        built_in,
         errors,
     );
     if errors.0.len() > before {
@@ -609,10 +686,10 @@ fn compile_plain_api(
             name,
             chain: Chain::new(steps),
             target,
-            error_style: if wsdl.is_some() {
-                ErrorStyle::SoapFault
+            error_format: if wsdl.is_some() {
+                ErrorFormat::SoapFault
             } else {
-                ErrorStyle::Problem
+                ErrorFormat::ProblemJson
             },
         },
     ))
@@ -728,41 +805,23 @@ fn compile_openapi_api(
                 },
             };
             let scope = TemplateScope::default();
-            let mut steps = Vec::new();
-            for g in &set.globals {
-                let ctx = FlowContext {
-                    scope: &scope,
+            let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
+            // Always present: it routes to the spec's operations (404/405) even without validation.
+            let built_in = vec![Step {
+                policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                request: true,
+                response: responses,
+            }];
+            let steps = compile_steps(
+                located,
+                FlowParts {
+                    set,
                     consumers,
-                    in_consumer_flow: false,
-                    base_dir: base_dir(g),
+                    scope: &scope,
                     wsdl: None,
                     path_prefix: "",
-                };
-                compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-            }
-            let ctx = FlowContext {
-                scope: &scope,
-                consumers,
-                in_consumer_flow: false,
-                base_dir: base_dir(located),
-                wsdl: None,
-                path_prefix: "",
-            };
-            let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
-            if requests || responses {
-                steps.push(Step {
-                    policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
-                    request: true,
-                    response: responses,
-                });
-            }
-            compile_flow(
-                &api.flow,
-                located,
-                "flow",
-                Direction::Both,
-                &ctx,
-                &mut steps,
+                },
+                built_in,
                 errors,
             );
             let name: Arc<str> = match &api.name {
@@ -779,7 +838,7 @@ fn compile_openapi_api(
                     name,
                     chain: Chain::new(steps),
                     target: Some(target),
-                    error_style: ErrorStyle::Problem,
+                    error_format: ErrorFormat::ProblemJson,
                 },
                 Some(spec),
             ));

@@ -148,8 +148,28 @@ fn convert_schema(
         }
     }
     apply_direction(m, dir, orig);
+    apply_formats(m);
     if version == Version::V30 {
         convert_30(v);
+    }
+}
+
+/// OpenAPI's number formats, which JSON Schema does not know: `int32` and `int64` bound the
+/// value, `byte` (base64) constrains the text.
+fn apply_formats(m: &mut Map<String, Value>) {
+    let extra = match m.get("format").and_then(Value::as_str) {
+        Some("int32") => serde_json::json!({"minimum": i32::MIN, "maximum": i32::MAX}),
+        Some("int64") => serde_json::json!({"minimum": i64::MIN, "maximum": i64::MAX}),
+        Some("byte") => {
+            serde_json::json!({"pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"})
+        }
+        _ => return,
+    };
+    match m.get_mut("allOf") {
+        Some(Value::Array(a)) => a.push(extra),
+        _ => {
+            m.insert("allOf".into(), Value::Array(vec![extra]));
+        }
     }
 }
 
@@ -372,6 +392,20 @@ mod tests {
         );
         assert_eq!(p["allOf"][1]["then"]["$ref"], "#/components/schemas/Dog");
         assert_eq!(p["allOf"][2]["if"]["properties"]["petType"]["const"], "Cat");
+    }
+
+    #[test]
+    fn openapi_formats_become_constraints() {
+        let mut doc = json!({"components": {"schemas": {
+            "I": {"type": "integer", "format": "int32"},
+            "B": {"type": "string", "format": "byte"}
+        }}});
+        convert_doc(&mut doc, Version::V31, Direction::Request);
+        assert_eq!(
+            doc["components"]["schemas"]["I"]["allOf"][0]["maximum"],
+            i32::MAX
+        );
+        assert!(doc["components"]["schemas"]["B"]["allOf"][0]["pattern"].is_string());
     }
 
     #[test]

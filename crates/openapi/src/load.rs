@@ -1,10 +1,9 @@
-//! Reading OpenAPI documents: files (YAML or JSON), folders, and `http://` URLs, with every
+//! Reading OpenAPI documents: files (YAML or JSON), folders, and `http(s)://` URLs, with every
 //! `$ref` to another file pulled into one self-contained document ("bundling"): the referenced
 //! file is stored under `x-turnpike-bundled/<n>` of the root and the reference rewritten to point
 //! there, so that everything later resolves references inside one JSON value.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -152,12 +151,7 @@ pub fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Resolves a configured `location` against the folder of the config file.
 pub fn source_of(location: &str, base: &Path) -> Result<Source, String> {
-    if location.starts_with("https://") {
-        return Err(format!(
-            "`{location}`: https locations are not supported yet (no TLS client); download the spec and give its path, or serve it over http"
-        ));
-    }
-    if location.starts_with("http://") {
+    if location.starts_with("http://") || location.starts_with("https://") {
         return Ok(Source::Url(location.to_owned()));
     }
     Ok(Source::File(base.join(location)))
@@ -233,7 +227,7 @@ fn read(source: &Source) -> Result<String, String> {
         Source::File(p) => {
             std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
         }
-        Source::Url(u) => fetch_http(u),
+        Source::Url(u) => fetch(u),
     }
 }
 
@@ -359,12 +353,7 @@ fn rewrite_one(
 }
 
 fn resolve_relative(src: &Source, file: &str) -> Result<Source, String> {
-    if file.starts_with("https://") {
-        return Err(format!(
-            "`{file}`: https references are not supported yet (no TLS client)"
-        ));
-    }
-    if file.starts_with("http://") {
+    if file.starts_with("http://") || file.starts_with("https://") {
         return Ok(Source::Url(file.to_owned()));
     }
     Ok(match src {
@@ -376,65 +365,28 @@ fn resolve_relative(src: &Source, file: &str) -> Result<Source, String> {
     })
 }
 
-/// Fetches an `http://` URL with a plain HTTP/1.0 GET (load time only, 10 s timeouts).
-pub fn fetch_http(url: &str) -> Result<String, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}` is not an http URL"))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let addr = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        && !authority.ends_with(']')
-    {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
-    let fail = |e: std::io::Error| format!("fetching `{url}` failed: {e}");
-    let addrs = std::net::ToSocketAddrs::to_socket_addrs(&addr).map_err(fail)?;
-    let mut last = None;
-    let mut stream = None;
-    for a in addrs {
-        match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let mut stream = match (stream, last) {
-        (Some(s), _) => s,
-        (None, Some(e)) => return Err(fail(e)),
-        (None, None) => return Err(format!("fetching `{url}` failed: no address")),
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(fail)?;
-    let request = format!(
-        "GET {path} HTTP/1.0\r\nHost: {authority}\r\nAccept: application/yaml, application/json, */*\r\nUser-Agent: turnpike\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).map_err(fail)?;
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).map_err(fail)?;
-    let text = String::from_utf8(buf).map_err(|_| format!("`{url}`: the answer is not UTF-8"))?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("`{url}`: malformed HTTP answer"))?;
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(format!("fetching `{url}` answered status {status}"));
-    }
-    Ok(body.to_owned())
+/// Fetches an `http://` or `https://` URL (load time only: 10 s timeout, 16 MB at most).
+pub fn fetch(url: &str) -> Result<String, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(url)
+        .header("Accept", "application/yaml, application/json, */*")
+        .call()
+        .map_err(|e| format!("fetching `{url}` failed: {e}"))?;
+    res.body_mut()
+        .with_config()
+        .limit(16 << 20)
+        .read_to_string()
+        .map_err(|e| format!("reading `{url}` failed: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
 
     #[test]
     fn bundles_refs_to_other_files_and_locates_values() {
@@ -475,7 +427,10 @@ mod tests {
         std::fs::write(dir.path().join("m.yaml"), "x:\n  $ref: 'nope.yaml'\n").unwrap();
         let e = load(&Source::File(dir.path().join("m.yaml"))).unwrap_err();
         assert!(e.message.contains("nope.yaml"), "{e}");
-        assert!(source_of("https://x/y.yaml", dir.path()).is_err());
+        assert_eq!(
+            source_of("https://x/y.yaml", dir.path()).unwrap(),
+            Source::Url("https://x/y.yaml".into())
+        );
         assert!(list_dir(dir.path()).unwrap().len() == 1);
     }
 
@@ -523,6 +478,6 @@ mod tests {
             server.join().unwrap(),
             ["/specs/main.yaml", "/specs/common.yaml"]
         );
-        assert!(fetch_http(&format!("http://127.0.0.1:{port}/gone")).is_err());
+        assert!(fetch(&format!("http://127.0.0.1:{port}/gone")).is_err());
     }
 }

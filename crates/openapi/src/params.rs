@@ -312,6 +312,7 @@ impl Param {
                 serde_json::from_str(&decode(text)).map_err(|e| format!("not valid JSON: {e}"))
             }
             Shape::Prim(t) => Ok(t.coerce(&decode(text))),
+            Shape::Array(_) if text.is_empty() => Ok(Value::Array(Vec::new())),
             Shape::Array(_) => Ok(self.build_list(text.split(sep).map(&decode).collect())),
             Shape::Object(props) => {
                 let mut m = Map::new();
@@ -388,8 +389,10 @@ impl Param {
                 };
                 let items: Vec<Value> = match sep {
                     None => vals.iter().map(|v| t.coerce(v)).collect(),
+                    // An empty value is an empty array (`csv=`), not one empty element.
                     Some(c) => vals
                         .iter()
+                        .filter(|v| !v.is_empty())
                         .flat_map(|v| v.split(c))
                         .map(|v| t.coerce(v))
                         .collect(),

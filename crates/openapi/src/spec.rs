@@ -200,7 +200,9 @@ impl Ctx<'_> {
             Direction::Request => &self.req_doc,
             Direction::Response => &self.res_doc,
         };
-        let mut root = (**doc).clone();
+        // Only the schema and what it references: compiling against the whole document would
+        // index (and, during load, copy) all of it for every validator.
+        let mut root = slim_doc(doc, ptr);
         if let Value::Object(m) = &mut root {
             let frag = percent_encoding::utf8_percent_encode(ptr, FRAGMENT);
             m.insert("$ref".into(), Value::String(format!("#{frag}")));
@@ -523,6 +525,71 @@ fn split_server(url: &str) -> (Option<String>, String) {
     (abs, path.trim_end_matches('/').to_owned())
 }
 
+/// A document holding only the value at `ptr` and, transitively, every value its `$ref`s point
+/// to, each at its original place (so that the references still resolve).
+fn slim_doc(doc: &Value, ptr: &str) -> Value {
+    let mut out = Value::Object(serde_json::Map::new());
+    let mut work = vec![ptr.to_owned()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(p) = work.pop() {
+        if !seen.insert(p.clone()) {
+            continue;
+        }
+        let Some(v) = doc.pointer(&p) else { continue };
+        collect_refs(v, &mut work);
+        insert_at(&mut out, &p, v.clone());
+    }
+    out
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, c) in m {
+                if k == "$ref" {
+                    if let Some(frag) = c.as_str().and_then(|r| r.strip_prefix('#')) {
+                        let decoded =
+                            percent_encoding::percent_decode_str(frag).decode_utf8_lossy();
+                        out.push(decoded.into_owned());
+                    }
+                } else {
+                    collect_refs(c, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|c| collect_refs(c, out)),
+        _ => {}
+    }
+}
+
+/// Puts `v` at JSON pointer `ptr` of `out`, creating objects on the way (array indexes become
+/// object keys, which JSON pointers resolve the same way).
+fn insert_at(out: &mut Value, ptr: &str, v: Value) {
+    let segs: Vec<String> = ptr
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, path)) = segs.split_last() else {
+        *out = v;
+        return;
+    };
+    let mut cur = out;
+    for s in path {
+        let Value::Object(m) = cur else { return };
+        cur = m
+            .entry(s.clone())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Array(_) = cur {
+            // An ancestor was copied whole already: the value is in it.
+            return;
+        }
+    }
+    if let Value::Object(m) = cur {
+        m.insert(last.clone(), v);
+    }
+}
+
 /// Lower-case letters and digits joined by single dashes.
 pub fn slug(s: &str) -> String {
     let mut out = String::new();
@@ -539,6 +606,29 @@ pub fn slug(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slim_documents_keep_what_is_referenced() {
+        let doc = serde_json::json!({
+            "paths": {"/a": {"get": {"parameters": [{"schema": {"$ref": "#/components/schemas/A"}}]}}},
+            "components": {"schemas": {
+                "A": {"properties": {"b": {"$ref": "#/components/schemas/B"}}},
+                "B": {"type": "string"},
+                "Unused": {"type": "integer"}
+            }}
+        });
+        let slim = slim_doc(&doc, "/paths/~1a/get/parameters/0/schema");
+        assert_eq!(
+            slim.pointer("/paths/~1a/get/parameters/0/schema/$ref")
+                .unwrap(),
+            "#/components/schemas/A"
+        );
+        assert_eq!(
+            slim.pointer("/components/schemas/B/type").unwrap(),
+            "string"
+        );
+        assert!(slim.pointer("/components/schemas/Unused").is_none());
+    }
 
     #[test]
     fn servers_and_slugs() {

@@ -59,10 +59,24 @@ pub(crate) fn schema_errors(schema: &Schema, value: &Value, base: &str, out: &mu
             let name = ptr.rsplit('/').next().unwrap_or("");
             format!("`{name}` is read-only or write-only: it must not be sent in this direction")
         } else {
-            e.to_string()
+            shorten(e.to_string())
         };
         out.push(Violation::new(location, message));
     }
+}
+
+/// Messages quote the offending value; a huge value is cut so that the answer stays small.
+fn shorten(mut m: String) -> String {
+    const MAX: usize = 300;
+    if m.len() > MAX {
+        let mut end = MAX;
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m.truncate(end);
+        m.push('…');
+    }
+    m
 }
 
 /// True for the error of a property replaced by `convert` because of `readOnly`/`writeOnly`:

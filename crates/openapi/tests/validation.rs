@@ -108,6 +108,10 @@ fn fruitshop_bodies() {
     )
     .unwrap();
     assert_eq!(errs.len(), 2, "{errs:?}");
+    // Messages quoting a huge value are cut.
+    let long = format!(r#"{{"name":"{}","price":1}}"#, "x".repeat(100_000));
+    let (_, errs) = check(&v, &mut ex("POST", p, &[JSON], &long)).unwrap();
+    assert!(errs[0].1.len() < 400, "{}", errs[0].1.len());
     // readOnly properties must not be sent.
     let (_, errs) = check(
         &v,
@@ -238,6 +242,8 @@ components:
       properties:
         name: { type: string }
         note: { type: string, nullable: true }
+        count: { type: integer, format: int32 }
+        blob: { type: string, format: byte }
         score: { type: number, minimum: 0, exclusiveMinimum: true }
         secret: { type: string, writeOnly: true }
         kind:
@@ -281,6 +287,13 @@ fn small_spec_rules() {
     let (_, errs) = put(r#"{"name":"n","extra":1}"#).unwrap();
     assert_eq!(errs[0].0, "#/body", "{errs:?}");
     assert!(errs[0].1.contains("extra"), "{errs:?}");
+    assert_eq!(
+        put(r#"{"name":"n","count":2147483647,"blob":"aGk="}"#),
+        None
+    );
+    let (_, errs) = put(r#"{"name":"n","count":2147483648,"blob":"a"}"#).unwrap();
+    let locs: Vec<&str> = errs.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["#/body/blob", "#/body/count"], "{errs:?}");
     let (_, errs) = put(r#"{"name":"n","score":0}"#).unwrap();
     assert_eq!(errs[0].0, "#/body/score");
     let (_, errs) = put(r#"{"name":"n","kind":1.5}"#).unwrap();

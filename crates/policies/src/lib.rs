@@ -46,11 +46,6 @@ pub enum Direction {
 pub struct FlowContext<'a> {
     /// What templates may refer to.
     pub scope: &'a TemplateScope,
-    /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
-    pub wsdl: Option<&'a Arc<Wsdl>>,
-    /// The API's path prefix (`""` when it matches every path or a template/regex), for
-    /// policies that route below it (`wsdl2openapi`).
-    pub path_prefix: &'a str,
     /// Every consumer (auth policies identify callers among them).
     pub consumers: &'a Arc<Consumers>,
     /// True while compiling a consumer's own flow (auth policies are not allowed there, and
@@ -58,6 +53,11 @@ pub struct FlowContext<'a> {
     pub in_consumer_flow: bool,
     /// The folder of the config file the flow is in (relative file paths start there).
     pub base_dir: &'a Path,
+    /// The WSDL of the `soapProxy` the flow belongs to (the default of `validator`).
+    pub wsdl: Option<&'a Arc<Wsdl>>,
+    /// The API's path prefix (`""` when it matches every path or a template/regex), for
+    /// policies that route below it (`wsdl2openapi`).
+    pub path_prefix: &'a str,
 }
 
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
@@ -113,6 +113,20 @@ pub fn compile_flow<T>(
             PolicyConfig::Static(c) => Static::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::SetHeader(c) => SetHeader::compile(c, ctx).map(|p| Box::new(p) as _),
             PolicyConfig::RemoveHeader(c) => RemoveHeader::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::BasicAuthentication(_) | PolicyConfig::ApiKey(_) | PolicyConfig::JwtAuth(_)
+                if ctx.in_consumer_flow =>
+            {
+                Err((String::new(), "authentication policies cannot stand in a consumer's flow (it runs after authentication)".into()))
+            }
+            PolicyConfig::BasicAuthentication(c) => auth::basic::BasicAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::ApiKey(c) => auth::api_key::ApiKey::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::JwtAuth(c) => auth::jwt::JwtAuth::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::RateLimiter(c) => rate_limit::RateLimiter::compile(c, ctx).map(|p| Box::new(p) as _),
+            PolicyConfig::Cors(c) => cors::Cors::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
+            PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
             PolicyConfig::XmlProtection(c) => {
                 if dir == Direction::Response {
                     Err(err(
@@ -139,20 +153,6 @@ pub fn compile_flow<T>(
                         .map(|p| Box::new(p) as _)
                 }
             }
-            PolicyConfig::BasicAuthentication(_) | PolicyConfig::ApiKey(_) | PolicyConfig::JwtAuth(_)
-                if ctx.in_consumer_flow =>
-            {
-                Err((String::new(), "authentication policies cannot stand in a consumer's flow (it runs after authentication)".into()))
-            }
-            PolicyConfig::BasicAuthentication(c) => auth::basic::BasicAuth::compile(c, ctx).map(|p| Box::new(p) as _),
-            PolicyConfig::ApiKey(c) => auth::api_key::ApiKey::compile(c, ctx).map(|p| Box::new(p) as _),
-            PolicyConfig::JwtAuth(c) => auth::jwt::JwtAuth::compile(c, ctx).map(|p| Box::new(p) as _),
-            PolicyConfig::RateLimiter(c) => rate_limit::RateLimiter::compile(c, ctx).map(|p| Box::new(p) as _),
-            PolicyConfig::Cors(c) => cors::Cors::compile(c).map(|p| Box::new(p) as _),
-            PolicyConfig::AccessControl(c) => access_control::AccessControl::compile(c).map(|p| Box::new(p) as _),
-            PolicyConfig::Rewriter(c) => rewriter::Rewriter::compile(c).map(|p| Box::new(p) as _),
-            PolicyConfig::RequestSizeLimit(c) => size_limit::RequestSizeLimit::compile(c).map(|p| Box::new(p) as _),
-            PolicyConfig::JsonProtection(c) => JsonProtection::compile(c).map(|p| Box::new(p) as _),
         };
         match compiled {
             Ok(policy) => steps.push(Step {

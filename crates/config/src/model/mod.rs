@@ -2,8 +2,10 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies), `openapi.rs` (`api.openapi`), `json.rs` (`jsonProtection`,
-//! expression languages), `soap.rs` (SOAP and XML). New policies add their settings in a file of their own
+//! `flow.rs` (the basic flow policies), `auth.rs` (authentication, consumers), `traffic.rs`
+//! (rate limits, CORS, IP rules, rewriting), `tls.rs` (TLS settings), `openapi.rs`
+//! (`api.openapi`), `json.rs` (`jsonProtection`, expression languages), `soap.rs` (SOAP and
+//! XML). New policies add their settings in a file of their own
 //! and one variant to [`PolicyConfig`].
 
 mod api;
@@ -41,10 +43,10 @@ pub enum Document {
     Include(Vec<String>),
     /// Process-level settings (threads, access log, limits, timeouts).
     Gateway(GatewaySettings),
-    /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
-    SoapProxy(Box<SoapProxyConfig>),
     /// A consumer: credentials, groups and its own policies.
     Consumer(ConsumerConfig),
+    /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
+    SoapProxy(Box<SoapProxyConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name.
@@ -63,12 +65,6 @@ pub enum PolicyConfig {
     SetHeader(SetHeaderPolicy),
     /// Remove a header (request or response, depending on where the policy stands).
     RemoveHeader(RemoveHeaderPolicy),
-    /// Check XML bodies against size, depth and name limits; never expand entities.
-    XmlProtection(XmlProtectionPolicy),
-    /// Validate messages (SOAP requests and responses against a WSDL).
-    Validator(ValidatorPolicy),
-    /// Offer a WSDL's operations as a REST/JSON API and talk SOAP to the target.
-    Wsdl2openapi(Wsdl2OpenApiPolicy),
     /// HTTP Basic authentication.
     BasicAuthentication(BasicAuthPolicy),
     /// API key authentication.
@@ -87,6 +83,12 @@ pub enum PolicyConfig {
     RequestSizeLimit(RequestSizeLimitPolicy),
     /// Reject JSON request bodies that are invalid or exceed size, depth and count limits.
     JsonProtection(JsonProtectionPolicy),
+    /// Check XML bodies against size, depth and name limits; never expand entities.
+    XmlProtection(XmlProtectionPolicy),
+    /// Validate messages (SOAP requests and responses against a WSDL).
+    Validator(ValidatorPolicy),
+    /// Offer a WSDL's operations as a REST/JSON API and talk SOAP to the target.
+    Wsdl2openapi(Wsdl2OpenApiPolicy),
 }
 
 impl PolicyConfig {
@@ -99,9 +101,6 @@ impl PolicyConfig {
             PolicyConfig::Response(_) => "response",
             PolicyConfig::SetHeader(_) => "setHeader",
             PolicyConfig::RemoveHeader(_) => "removeHeader",
-            PolicyConfig::XmlProtection(_) => "xmlProtection",
-            PolicyConfig::Validator(_) => "validator",
-            PolicyConfig::Wsdl2openapi(_) => "wsdl2openapi",
             PolicyConfig::BasicAuthentication(_) => "basicAuthentication",
             PolicyConfig::ApiKey(_) => "apiKey",
             PolicyConfig::JwtAuth(_) => "jwtAuth",
@@ -111,6 +110,9 @@ impl PolicyConfig {
             PolicyConfig::Rewriter(_) => "rewriter",
             PolicyConfig::RequestSizeLimit(_) => "requestSizeLimit",
             PolicyConfig::JsonProtection(_) => "jsonProtection",
+            PolicyConfig::XmlProtection(_) => "xmlProtection",
+            PolicyConfig::Validator(_) => "validator",
+            PolicyConfig::Wsdl2openapi(_) => "wsdl2openapi",
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct RateLimiterPolicy {
     /// A template whose value is counted by (e.g. `${header.X-Tenant}-${path.id}`).
     #[serde(default)]
     pub key_expression: Option<String>,
+    /// The language of `keyExpression`'s placeholders: absent for the built-in templates,
+    /// `jsonpath` for RFC 9535 JSONPath on the JSON request body (`${$.tenant}`).
+    #[serde(default)]
+    pub language: Option<super::ExpressionLanguage>,
     /// With `key: ip`: take the client from `X-Forwarded-For` when the connection comes from one
     /// of `trustedProxies`.
     #[serde(default)]

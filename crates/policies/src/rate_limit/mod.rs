@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use ipnet::IpNet;
-use turnpike_config::{RateAlgorithm, RateKey, RateLimiterPolicy};
-use turnpike_core::{Exchange, Outcome, Policy, Problem, Template};
+use turnpike_config::{ExpressionLanguage, RateAlgorithm, RateKey, RateLimiterPolicy};
+use turnpike_core::jsonpath::Message;
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
 use self::store::{Decision, Key, Store};
 use crate::{err, CompileError, FlowContext};
@@ -65,6 +66,9 @@ impl RateLimiter {
         if kind != RateKey::Expression && c.key_expression.is_some() {
             return Err(err("keyExpression", "only with `key: expression`"));
         }
+        if kind != RateKey::Expression && c.language.is_some() {
+            return Err(err("language", "only with `key: expression`"));
+        }
         if kind != RateKey::Ip && (c.trust_forwarded_for.0 || !c.trusted_proxies.is_empty()) {
             return Err(err("trustForwardedFor", "only with `key: ip`"));
         }
@@ -107,9 +111,11 @@ impl RateLimiter {
                 let e = c.key_expression.as_deref().ok_or_else(|| {
                     err("keyExpression", "`key: expression` needs `keyExpression`")
                 })?;
-                KeySource::Expression(
-                    Template::parse(e, ctx.scope).map_err(|m| err("keyExpression", m))?,
-                )
+                let t = match c.language {
+                    None => Template::parse(e, ctx.scope),
+                    Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(e),
+                };
+                KeySource::Expression(t.map_err(|m| err("keyExpression", m))?)
             }
         };
         let store = Store::new(
@@ -202,7 +208,17 @@ impl Policy for RateLimiter {
         false
     }
 
+    fn body_need(&self) -> BodyNeed {
+        match &self.key {
+            KeySource::Expression(t) if t.needs_body() => BodyNeed::Buffer,
+            _ => BodyNeed::None,
+        }
+    }
+
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        if let KeySource::Expression(t) = &self.key {
+            t.prepare(ex, Message::Request);
+        }
         let d = self.store.hit(self.key(ex), Instant::now());
         if !d.allowed {
             let mut p = Problem::new(
