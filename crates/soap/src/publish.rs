@@ -197,11 +197,13 @@ impl Policy for WsdlPublisher {
         if !q.eq_ignore_ascii_case("wsdl") {
             return Outcome::Continue;
         }
+        // HTTP/2 clients send the authority in the URI instead of a `Host` header.
         let host = ex
             .request
             .headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
+            .or_else(|| ex.request.uri.authority().map(|a| a.as_str()))
             .unwrap_or("localhost");
         let mut res = Response::new(Body::full(self.render(host)));
         *res.status_mut() = StatusCode::OK;

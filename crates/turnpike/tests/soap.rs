@@ -845,3 +845,55 @@ async fn published_wsdl_with_imported_schema_is_usable_by_url() {
     );
     assert_eq!(backend.count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soap_proxy_over_tls_publishes_https_addresses() {
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = common::pki::Pki::new(dir.path());
+    let wsdl = cities_wsdl_at(dir.path(), &format!("http://{}/city-service", backend.addr));
+    let gw = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n  ssl:\n    certificate: {}\n    key: {}\n  flow:\n    - validator: {{}}\n",
+        wsdl.display(),
+        pki.server.cert.display(),
+        pki.server.key.display()
+    ));
+    let port = gw.addr().port();
+    let ca = pki.ca.display().to_string();
+    let (code, _, body, err) = tokio::task::spawn_blocking({
+        let ca = ca.clone();
+        move || {
+            common::pki::curl(&[
+                "--cacert",
+                &ca,
+                &format!("https://localhost:{port}/city-service?wsdl"),
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{err}");
+    assert!(
+        body.contains(&format!(
+            "location=\"https://localhost:{port}/city-service\""
+        )),
+        "{body}"
+    );
+    let ok = std::fs::read_to_string(shared("wsdl/city.soap.xml")).unwrap();
+    let (code, _, body, err) = tokio::task::spawn_blocking(move || {
+        common::pki::curl(&[
+            "--cacert",
+            &ca,
+            "-H",
+            "Content-Type: text/xml",
+            "--data-binary",
+            &ok,
+            &format!("https://localhost:{port}/city-service"),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{err} {body}");
+    assert!(body.contains("3645000"));
+    assert_eq!(backend.count(), 1);
+}
