@@ -173,7 +173,8 @@ pub struct Snapshot {
     /// Settings.
     pub settings: Settings,
     /// Other local files the configuration reads — OpenAPI specs, TLS certificates, keys and
-    /// truststores — so that `--watch` reloads when they change (certificate rotation).
+    /// truststores, `soapProxy` WSDLs and schemas — so that `--watch` reloads when they change
+    /// (certificate rotation).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -304,6 +305,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flat_map(|s| s.files.iter().cloned())
         .collect();
     spec_files.extend(set.apis.iter().flat_map(tls_files));
+    // soapProxy WSDLs and the documents they include are watched too.
+    spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
     spec_files.sort();
     spec_files.dedup();
     errors.into_result(Snapshot {
@@ -500,11 +503,14 @@ fn soap_proxy_api(
     let target = match &p.target {
         Some(t) => t.clone(),
         None => {
-            let Some(rest) = port.address.strip_prefix("http://") else {
+            let scheme_rest = ["http://", "https://"]
+                .iter()
+                .find_map(|sch| port.address.strip_prefix(sch).map(|r| (sch, r)));
+            let Some((scheme, rest)) = scheme_rest else {
                 errors.push(located.error(
                     "wsdl",
                     format!(
-                        "the service address `{}` is not an http:// URL; set `target:`",
+                        "the service address `{}` is not an http(s):// URL; set `target:`",
                         port.address
                     ),
                 ));
@@ -512,7 +518,7 @@ fn soap_proxy_api(
             };
             let authority = rest.split('/').next().unwrap_or(rest);
             TargetConfig {
-                url: Some(format!("http://{authority}")),
+                url: Some(format!("{scheme}{authority}")),
                 host: None,
                 port: None,
                 adjust_host_header: None,
@@ -538,8 +544,8 @@ fn soap_proxy_api(
         }),
         flow: p.flow.clone(),
         target: Some(target),
-        ssl: None,
-        h2c: Default::default(),
+        ssl: p.ssl.clone(),
+        h2c: p.h2c,
         openapi: Vec::new(),
     };
     Some((
@@ -640,7 +646,7 @@ fn compile_plain_api(
     // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
     let built_in: Vec<Step> = wsdl
         .map(|w| Step {
-            policy: Box::new(WsdlPublisher::new(w)),
+            policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
             request: true,
             response: false,
         })

@@ -1,9 +1,7 @@
 //! Where WSDL and XSD documents come from: files (relative locations resolve against the
-//! including document's folder) or `http://` URLs, fetched once at load time with a small
-//! blocking HTTP/1.0 client (load runs off the request path).
+//! including document's folder) or `http(s)://` URLs, fetched once at load time with a blocking
+//! client (load runs off the request path).
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -56,7 +54,10 @@ impl Location {
                 let auth_end = rest.find('/').unwrap_or(rest.len());
                 let origin = &u[..scheme_len + auth_end];
                 let path = rest[auth_end..].split(['?', '#']).next().unwrap_or("");
-                let joined = if reference.starts_with('/') {
+                let joined = if reference.starts_with('?') {
+                    // Only a query: the same document path (RFC 3986, 5.2.2).
+                    format!("{path}{reference}")
+                } else if reference.starts_with('/') {
                     reference.to_owned()
                 } else {
                     let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
@@ -112,73 +113,21 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// Fetches an `http://` URL (HTTP/1.0, 10 s timeouts, 50 MB at most).
+/// Fetches an `http://` or `https://` URL (10 s timeout, 50 MB at most).
 pub fn http_get(url: &str) -> Result<Vec<u8>, String> {
-    let fail = |m: String| format!("cannot fetch {url}: {m}");
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(fail("only http:// URLs are supported".into()));
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let path = path.split('#').next().unwrap_or("/");
-    let addr_str = if authority.contains(':') && !authority.ends_with(']') {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
-    let addr = addr_str
-        .to_socket_addrs()
-        .map_err(|e| fail(e.to_string()))?
-        .next()
-        .ok_or_else(|| fail("no address".into()))?;
-    let timeout = Duration::from_secs(10);
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(e.to_string()))?;
-    s.set_read_timeout(Some(timeout))
-        .and_then(|_| s.set_write_timeout(Some(timeout)))
-        .map_err(|e| fail(e.to_string()))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {authority}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| fail(e.to_string()))?;
-    let mut buf = Vec::new();
-    s.take(50 << 20)
-        .read_to_end(&mut buf)
-        .map_err(|e| fail(e.to_string()))?;
-    let head_end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| fail("malformed HTTP response".into()))?;
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(fail(format!("HTTP status {status}")));
-    }
-    let mut body = buf.split_off(head_end + 4);
-    if head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    }) {
-        body = dechunk(&body).ok_or_else(|| fail("malformed chunked body".into()))?;
-    }
-    Ok(body)
-}
-
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n")?;
-        let size_str = std::str::from_utf8(&b[..eol]).ok()?;
-        let size = usize::from_str_radix(size_str.split(';').next()?.trim(), 16).ok()?;
-        b = &b[eol + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(b.get(..size)?);
-        b = b.get(size + 2..)?;
-    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let mut res = agent
+        .get(url)
+        .call()
+        .map_err(|e| format!("cannot fetch {url}: {e}"))?;
+    res.body_mut()
+        .with_config()
+        .limit(50 << 20)
+        .read_to_vec()
+        .map_err(|e| format!("cannot fetch {url}: {e}"))
 }
 
 #[cfg(test)]
@@ -198,17 +147,12 @@ mod tests {
             Location::Url("http://h:1/x?xsd=1".into())
         );
         assert_eq!(
+            u.join("?xsd=2"),
+            Location::Url("http://h:1/s/svc?xsd=2".into())
+        );
+        assert_eq!(
             u.join("http://o/z.xsd"),
             Location::Url("http://o/z.xsd".into())
         );
-    }
-
-    #[test]
-    fn dechunks() {
-        assert_eq!(
-            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
-            b"abcde"
-        );
-        assert!(dechunk(b"zz\r\n").is_none());
     }
 }

@@ -9,7 +9,7 @@ use http::{header, HeaderValue, StatusCode};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 use turnpike_config::XmlProtectionPolicy;
-use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Policy, Problem};
+use turnpike_core::{Body, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
 use crate::CompileError;
 
@@ -255,6 +255,37 @@ impl XmlProtection {
     }
 }
 
+/// Counts the body while the engine reads it: a body larger than `maxSize` is refused without
+/// being read whole. The structural checks run on the whole body in the request phase.
+struct SizeInspector {
+    max: u64,
+    seen: u64,
+}
+
+impl BodyInspector for SizeInspector {
+    fn chunk(&mut self, data: &[u8]) -> Result<(), Box<Problem>> {
+        self.seen += data.len() as u64;
+        if self.seen > self.max {
+            return Err(Box::new(
+                Problem::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "xml-protection",
+                    "The request is not acceptable XML",
+                )
+                .with_detail(format!(
+                    "the message has more than {} bytes; maxSize is {}",
+                    self.seen, self.max
+                )),
+            ));
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> Result<(), Box<Problem>> {
+        Ok(())
+    }
+}
+
 impl Policy for XmlProtection {
     fn name(&self) -> &'static str {
         "xmlProtection"
@@ -262,6 +293,12 @@ impl Policy for XmlProtection {
 
     fn body_need(&self) -> BodyNeed {
         BodyNeed::Buffer
+    }
+
+    fn body_inspector(&self) -> Option<Box<dyn BodyInspector>> {
+        self.limits
+            .max_size
+            .map(|max| Box::new(SizeInspector { max, seen: 0 }) as Box<dyn BodyInspector>)
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
@@ -370,6 +407,20 @@ mod tests {
             check(big.as_bytes(), &l).unwrap_err().status,
             StatusCode::PAYLOAD_TOO_LARGE
         );
+    }
+
+    #[test]
+    fn the_size_limit_stops_reading_early() {
+        let p = XmlProtection::compile(&XmlProtectionPolicy {
+            max_size: Some(turnpike_config::units::ByteSize(10)),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut i = p.body_inspector().unwrap();
+        i.chunk(b"<a>12").unwrap();
+        assert_eq!(i.chunk(b"345678</a>").unwrap_err().status, 413);
+        let unlimited = XmlProtection::compile(&XmlProtectionPolicy::default()).unwrap();
+        assert!(unlimited.body_inspector().is_none());
     }
 
     #[test]

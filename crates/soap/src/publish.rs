@@ -20,13 +20,14 @@ use crate::xml::{self, Element};
 #[derive(Debug)]
 enum Piece {
     Text(String),
-    /// `http://` + the request's host goes here.
+    /// `http(s)://` + the request's host goes here.
     Origin,
 }
 
 /// Serves the WSDL at `?wsdl`.
 #[derive(Debug)]
 pub struct WsdlPublisher {
+    scheme: &'static str,
     pieces: Vec<Piece>,
     documents: Vec<Bytes>,
 }
@@ -108,8 +109,9 @@ pub fn address_path(address: &str) -> &str {
 }
 
 impl WsdlPublisher {
-    /// Prepares the WSDL text of `wsdl` with every SOAP address made relative to the gateway.
-    pub fn new(wsdl: &Wsdl) -> Self {
+    /// Prepares the WSDL text of `wsdl` with every SOAP address made relative to the gateway
+    /// (`https` when the gateway's listener has TLS).
+    pub fn new(wsdl: &Wsdl, https: bool) -> Self {
         let mut addresses: Vec<&str> = wsdl
             .services
             .iter()
@@ -147,6 +149,7 @@ impl WsdlPublisher {
             rest = &rest[i + len..];
         }
         WsdlPublisher {
+            scheme: if https { "https://" } else { "http://" },
             pieces,
             documents: docs.list,
         }
@@ -159,7 +162,7 @@ impl WsdlPublisher {
             match p {
                 Piece::Text(t) => s.push_str(t),
                 Piece::Origin => {
-                    s.push_str("http://");
+                    s.push_str(self.scheme);
                     crate::xml::escape_into(&mut s, host, true);
                 }
             }
@@ -194,11 +197,13 @@ impl Policy for WsdlPublisher {
         if !q.eq_ignore_ascii_case("wsdl") {
             return Outcome::Continue;
         }
+        // HTTP/2 clients send the authority in the URI instead of a `Host` header.
         let host = ex
             .request
             .headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
+            .or_else(|| ex.request.uri.authority().map(|a| a.as_str()))
             .unwrap_or("localhost");
         let mut res = Response::new(Body::full(self.render(host)));
         *res.status_mut() = StatusCode::OK;
@@ -225,7 +230,7 @@ mod tests {
             .into(),
         ))
         .unwrap();
-        let p = WsdlPublisher::new(&w);
+        let p = WsdlPublisher::new(&w, false);
         let out = p.render("gw.example:8080");
         assert!(out.contains("location=\"http://gw.example:8080/city-service\""));
         assert!(!out.contains("localhost:2001"));
@@ -233,6 +238,8 @@ mod tests {
             out.len(),
             w.text.len() - "localhost:2001".len() + "gw.example:8080".len()
         );
+        let tls = WsdlPublisher::new(&w, true).render("gw.example");
+        assert!(tls.contains("location=\"https://gw.example/city-service\""));
         assert_eq!(address_path("http://h:1/a/b"), "/a/b");
         assert_eq!(address_path("http://h:1"), "/");
     }
@@ -263,7 +270,7 @@ mod tests {
         let path = dir.path().join("c.wsdl");
         std::fs::write(&path, wsdl_text).unwrap();
         let w = Wsdl::load(&Location::File(path)).unwrap();
-        let p = WsdlPublisher::new(&w);
+        let p = WsdlPublisher::new(&w, false);
         let out = p.render("gw");
         assert!(out.contains("schemaLocation=\"?xsd=0\""), "{out}");
         assert_eq!(p.documents.len(), 2);

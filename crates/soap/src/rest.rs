@@ -529,6 +529,19 @@ impl Writer<'_> {
                         self.element(out, q, cv, &at.key(&q.name), None, errors);
                     }
                 }
+                if c.any {
+                    // Properties beyond the declared ones fill the `xsd:any` wildcard.
+                    let extra: Map<String, Value> = obj
+                        .iter()
+                        .filter(|(k, _)| {
+                            *k != "$value"
+                                && !c.particles.iter().any(|q| &q.name == *k)
+                                && !c.attributes.iter().any(|a| &a.name == *k)
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    self.generic(out, &extra, errors, at);
+                }
             }
         }
         self.close(out, p);
@@ -973,41 +986,56 @@ impl Policy for Wsdl2OpenApi {
         let Some(op) = self.ops.get(i) else {
             return Outcome::Continue;
         };
-        let mut content = match ex
+        // The body as JSON, parsed once per exchange (JSONPath templates before may have).
+        let blank = ex
             .request_bytes()
-            .filter(|b| !b.iter().all(u8::is_ascii_whitespace))
-        {
-            None => Value::Object(Map::new()),
-            Some(b) => match serde_json::from_slice::<Value>(b) {
-                Ok(v @ Value::Object(_)) => v,
-                Ok(_) => {
-                    return Outcome::Reject(
-                        problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
-                            .with_detail("the body must be a JSON object"),
-                    )
-                }
-                Err(e) => {
+            .is_none_or(|b| b.iter().all(u8::is_ascii_whitespace));
+        let parsed: Option<Arc<Value>> = if blank {
+            None
+        } else {
+            match turnpike_core::json::request_json(ex) {
+                Ok(v) => Some(v),
+                Err(turnpike_core::json::JsonBodyError::NoBody) => None,
+                Err(turnpike_core::json::JsonBodyError::Invalid(m)) => {
                     return Outcome::Reject(
                         problem(StatusCode::BAD_REQUEST, "bad-json", "The body is not JSON")
-                            .with_detail(e.to_string()),
+                            .with_detail(m.to_string()),
                     )
                 }
-            },
-        };
-        if let Value::Object(m) = &mut content {
-            for (k, v) in params {
-                m.insert(k, Value::String(v));
             }
-            if let Some(q) = ex.request.uri.query() {
-                for pair in q.split('&').filter(|p| !p.is_empty()) {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    let k = percent_decode(&k.replace('+', " "));
-                    if !m.contains_key(&k) {
-                        m.insert(k, Value::String(percent_decode(&v.replace('+', " "))));
-                    }
+        };
+        if parsed.as_ref().is_some_and(|v| !v.is_object()) {
+            return Outcome::Reject(
+                problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
+                    .with_detail("the body must be a JSON object"),
+            );
+        }
+        // Path and query parameters fill the request too (the body wins for query names).
+        let mut extra: Vec<(String, String)> = params;
+        if let Some(q) = ex.request.uri.query() {
+            for pair in q.split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                let k = percent_decode(&k.replace('+', " "));
+                let in_body = parsed.as_ref().is_some_and(|b| b.get(&k).is_some());
+                if !in_body && !extra.iter().any(|(e, _)| *e == k) {
+                    extra.push((k, percent_decode(&v.replace('+', " "))));
                 }
             }
         }
+        let empty = Value::Object(Map::new());
+        let content: std::borrow::Cow<'_, Value> = match (&parsed, extra.is_empty()) {
+            (Some(v), true) => std::borrow::Cow::Borrowed(v.as_ref()),
+            (None, true) => std::borrow::Cow::Borrowed(&empty),
+            (p, false) => {
+                let mut v = p.as_ref().map_or_else(|| empty.clone(), |v| (**v).clone());
+                if let Value::Object(m) = &mut v {
+                    for (k, val) in extra {
+                        m.insert(k, Value::String(val));
+                    }
+                }
+                std::borrow::Cow::Owned(v)
+            }
+        };
         let envelope = match self.request_xml(op, &content) {
             Ok(x) => x,
             Err(errors) => return Outcome::Reject(invalid(errors)),
@@ -1026,6 +1054,8 @@ impl Policy for Wsdl2OpenApi {
         }
         let len = envelope.len();
         ex.request_body = Body::full(envelope);
+        turnpike_core::json::forget_request_json(ex);
+        ex.extensions.remove::<turnpike_core::BodyInspected>();
         let h = &mut ex.request.headers;
         h.remove(header::ACCEPT_ENCODING);
         h.remove(header::TRANSFER_ENCODING);
@@ -1232,6 +1262,37 @@ mod tests {
         );
         let resp = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><c:addNumbersResponse xmlns:c='urn:calc'><sum>3</sum></c:addNumbersResponse></s:Body></s:Envelope>";
         assert_eq!(p.response_json(&p.ops[i], resp).unwrap(), json!({"sum": 3}));
+    }
+
+    #[test]
+    fn wildcards_take_undeclared_properties() {
+        let wsdl = r###"<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+    xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:t="urn:t" targetNamespace="urn:t">
+  <types><xsd:schema targetNamespace="urn:t"><xsd:element name="put"><xsd:complexType><xsd:sequence>
+    <xsd:element name="name" type="xsd:string"/><xsd:any namespace="##any" processContents="lax" minOccurs="0" maxOccurs="unbounded"/>
+  </xsd:sequence><xsd:attribute name="v" type="xsd:int"/></xsd:complexType></xsd:element></xsd:schema></types>
+  <message name="In"><part name="p" element="t:put"/></message>
+  <portType name="PT"><operation name="put"><input message="t:In"/></operation></portType>
+  <binding name="B" type="t:PT"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="put"><input><soap:body use="literal"/></input></operation></binding>
+  <service name="S"><port name="P" binding="t:B"><soap:address location="http://localhost:1/s"/></port></service>
+</definitions>"###;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("any.wsdl");
+        std::fs::write(&path, wsdl).unwrap();
+        let w = Arc::new(Wsdl::load(&Location::File(path)).unwrap());
+        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), w, "").unwrap();
+        let x = p
+            .request_xml(
+                &p.ops[0],
+                &json!({"name": "n", "v": 3, "extra": {"a": [1, 2]}}),
+            )
+            .unwrap();
+        assert!(x.contains(" v=\"3\">"), "{x}");
+        assert!(
+            x.contains("<name>n</name><extra><a>1</a><a>2</a></extra>"),
+            "{x}"
+        );
     }
 
     proptest::proptest! {

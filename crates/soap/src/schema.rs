@@ -154,12 +154,12 @@ impl Exporter {
 }
 
 impl SchemaSet {
-    /// Exports and compiles the schemas of a WSDL; returns the set and every schema document
-    /// (for type information).
+    /// Exports and compiles the schemas of a WSDL; returns the set, every schema document (for
+    /// type information) and the locations of the external schema documents read.
     pub fn build(
         inline: &[(Element, Location)],
         services: &[Service],
-    ) -> Result<(SchemaSet, Vec<Element>), String> {
+    ) -> Result<(SchemaSet, Vec<Element>, Vec<Location>), String> {
         let dir = tempfile::Builder::new()
             .prefix("turnpike-wsdl-")
             .tempdir()
@@ -246,7 +246,8 @@ impl SchemaSet {
             _dir: dir,
         };
         set.compile()?;
-        Ok((set, ex.all))
+        let read = ex.files.into_keys().collect();
+        Ok((set, ex.all, read))
     }
 
     fn compile(&self) -> Result<SchemaValidationContext, String> {

@@ -177,6 +177,8 @@ pub struct Wsdl {
     pub schemas: Vec<Element>,
     /// The compiled schemas (libxml2), with synthetic declarations for rpc wrappers.
     pub schema_set: Arc<SchemaSet>,
+    /// The local files read: the WSDL, imported WSDLs and schema documents (for `--watch`).
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -206,7 +208,7 @@ impl Wsdl {
         let mut seen = vec![location.clone()];
         collect(&root, location, &mut defs, &mut seen, 0)?;
         let services = build_services(&defs).map_err(|e| format!("{location}: {e}"))?;
-        let (schema_set, schemas) = SchemaSet::build(&defs.inline_schemas, &services)
+        let (schema_set, schemas, schema_files) = SchemaSet::build(&defs.inline_schemas, &services)
             .map_err(|e| format!("{location}: {e}"))?;
         Ok(Wsdl {
             location: location.clone(),
@@ -215,6 +217,14 @@ impl Wsdl {
             services,
             schemas,
             schema_set: Arc::new(schema_set),
+            files: seen
+                .iter()
+                .chain(schema_files.iter())
+                .filter_map(|l| match l {
+                    Location::File(p) => Some(p.clone()),
+                    Location::Url(_) => None,
+                })
+                .collect(),
         })
     }
 

@@ -296,6 +296,15 @@ fn imports_and_includes_resolve_relative_to_the_wsdl() {
     let loc = write_wsdl(dir.path(), "shop.wsdl", wsdl);
     let w = Wsdl::load(&loc).unwrap();
     assert_eq!(w.port(None, None).unwrap().version, SoapVersion::V12);
+    // Every local document read is known (for `--watch`).
+    let names: Vec<String> = w
+        .files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for n in ["shop.wsdl", "money.xsd", "ArticleService.xsd"] {
+        assert!(names.iter().any(|x| x == n), "{n} in {names:?}");
+    }
     let v = WsdlValidator::new(Arc::new(w), None).unwrap();
     let buy = |id: &str, cur: &str| {
         envelope(

@@ -27,6 +27,7 @@ fn shared(path: &str) -> String {
 struct FixedBackend {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<(String, Bytes)>>>,
+    headers: Arc<Mutex<Vec<http::HeaderMap>>>,
 }
 
 impl FixedBackend {
@@ -35,6 +36,8 @@ impl FixedBackend {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let seen2 = seen.clone();
+        let headers = Arc::new(Mutex::new(Vec::new()));
+        let headers2 = headers.clone();
         let body = Bytes::from(body);
         tokio::spawn(async move {
             loop {
@@ -42,13 +45,16 @@ impl FixedBackend {
                     continue;
                 };
                 let seen = seen2.clone();
+                let heads = headers2.clone();
                 let body = body.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let seen = seen.clone();
+                        let heads = heads.clone();
                         let body = body.clone();
                         async move {
                             let path = req.uri().to_string();
+                            heads.lock().unwrap().push(req.headers().clone());
                             let got = req.into_body().collect().await.unwrap().to_bytes();
                             seen.lock().unwrap().push((path, got));
                             let mut r = http::Response::new(Full::new(body));
@@ -64,7 +70,11 @@ impl FixedBackend {
                 });
             }
         });
-        FixedBackend { addr, seen }
+        FixedBackend {
+            addr,
+            seen,
+            headers,
+        }
     }
 
     fn count(&self) -> usize {
@@ -73,6 +83,10 @@ impl FixedBackend {
 
     fn last(&self) -> (String, Bytes) {
         self.seen.lock().unwrap().last().cloned().unwrap()
+    }
+
+    fn last_headers(&self) -> http::HeaderMap {
+        self.headers.lock().unwrap().last().cloned().unwrap()
     }
 }
 
@@ -365,12 +379,23 @@ async fn soap_proxy_routes_publishes_and_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soap_proxy_config_errors_name_the_setting() {
     let dir = tempfile::tempdir().unwrap();
+    let jms = dir.path().join("jms.wsdl");
+    std::fs::write(
+        &jms,
+        std::fs::read_to_string(shared("wsdl/partner.wsdl"))
+            .unwrap()
+            .replace(
+                "https://example.com/services/PartnerService",
+                "jms:queue:partners",
+            ),
+    )
+    .unwrap();
     let file = dir.path().join("g.yaml");
     std::fs::write(
         &file,
         format!(
             "soapProxy:\n  port: 0\n  wsdl: {}\n---\nsoapProxy:\n  port: 0\n  wsdl: nope.wsdl\n---\napi:\n  port: 0\n  flow:\n    - validator: {{}}\n  target:\n    url: http://127.0.0.1:1\n",
-            shared("wsdl/partner.wsdl")
+            jms.display()
         ),
     )
     .unwrap();
@@ -379,7 +404,7 @@ async fn soap_proxy_config_errors_name_the_setting() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("soapProxy.wsdl") && err.contains("https://example.com"),
+        err.contains("soapProxy.wsdl") && err.contains("jms:queue:partners"),
         "{err}"
     );
     assert!(err.contains("nope.wsdl"), "{err}");
@@ -724,4 +749,151 @@ async fn wsdl2openapi_json_client_against_spyne() {
         .as_str()
         .unwrap()
         .ends_with("Client.NotFound"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_with_json_protection_and_jsonpath_headers() {
+    // The issue's example: jsonProtection, a JSONPath header, then REST to SOAP.
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let yaml = format!(
+        "gateway:\n  accessLog: false\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - jsonProtection: {{}}\n    - request:\n        - setHeader:\n            name: X-Name\n            value: ${{$.name}}\n            language: jsonpath\n    - wsdl2openapi:\n        wsdl: {}\n  target:\n    url: http://{}/city-service\n",
+        shared("wsdl/cities.wsdl"),
+        backend.addr
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"Berlin"}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["population"], 3645000);
+    let h = backend.last_headers();
+    assert_eq!(h["x-name"], "Berlin");
+    assert_eq!(h["soapaction"], "\"https://predic8.de/cities\"");
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/xml"));
+    let sent = String::from_utf8_lossy(&backend.last().1).into_owned();
+    assert!(sent.contains("<name>Berlin</name>"), "{sent}");
+    // jsonProtection rejects duplicate keys before any conversion.
+    let r = post_json(gw.addr(), "/get-city", r#"{"name":"a","name":"b"}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(backend.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_wsdl_with_imported_schema_is_usable_by_url() {
+    // Gateway 1 publishes a WSDL whose types import a schema by a relative location; gateway 2
+    // reads that WSDL by URL from gateway 1 (following `?xsd=0`) and validates with it.
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("xsd")).unwrap();
+    std::fs::write(
+        dir.path().join("xsd/name.xsd"),
+        r#"<xsd:schema xmlns:xsd="http://www.w3.org/2001/XMLSchema" targetNamespace="urn:names"><xsd:simpleType name="Name"><xsd:restriction base="xsd:string"><xsd:maxLength value="8"/></xsd:restriction></xsd:simpleType></xsd:schema>"#,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(shared("wsdl/cities.wsdl"))
+        .unwrap()
+        .replace(
+            "<xsd:schema targetNamespace=\"https://predic8.de/cities\">",
+            "<xsd:schema targetNamespace=\"https://predic8.de/cities\" xmlns:n=\"urn:names\"><xsd:import namespace=\"urn:names\" schemaLocation=\"xsd/name.xsd\"/>",
+        )
+        .replace(
+            "<xsd:element name=\"name\" type=\"xsd:string\"/>",
+            "<xsd:element name=\"name\" type=\"n:Name\"/>",
+        )
+        .replace(
+            "http://localhost:2001/city-service",
+            &format!("http://{}/city-service", backend.addr),
+        );
+    std::fs::write(dir.path().join("cities.wsdl"), text).unwrap();
+    let gw1 = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n",
+        dir.path().join("cities.wsdl").display()
+    ));
+    let a1 = gw1.addr();
+    let wsdl = get(a1, "/city-service?wsdl").await.text();
+    assert!(wsdl.contains("schemaLocation=\"?xsd=0\""), "{wsdl}");
+    assert!(get(a1, "/city-service?xsd=0")
+        .await
+        .text()
+        .contains("maxLength"));
+    let gw2 = tokio::task::spawn_blocking(move || {
+        TestGateway::start(&format!(
+            "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: http://{a1}/city-service?wsdl\n  flow:\n    - validator: {{}}\n"
+        ))
+    })
+    .await
+    .unwrap();
+    // gateway 2 sends to the address gateway 1 published: gateway 1 itself.
+    let get_city = |n: &str| {
+        soap11(&format!(
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>{n}</name></c:getCity>"
+        ))
+    };
+    let r = post(gw2.addr(), "/city-service", "text/xml", get_city("Bonn")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(backend.count(), 1);
+    let r = post(
+        gw2.addr(),
+        "/city-service",
+        "text/xml",
+        get_city("Copenhagen"),
+    )
+    .await;
+    assert_eq!(
+        r.status,
+        500,
+        "the imported maxLength applies: {}",
+        r.text()
+    );
+    assert_eq!(backend.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soap_proxy_over_tls_publishes_https_addresses() {
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = common::pki::Pki::new(dir.path());
+    let wsdl = cities_wsdl_at(dir.path(), &format!("http://{}/city-service", backend.addr));
+    let gw = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n  ssl:\n    certificate: {}\n    key: {}\n  flow:\n    - validator: {{}}\n",
+        wsdl.display(),
+        pki.server.cert.display(),
+        pki.server.key.display()
+    ));
+    let port = gw.addr().port();
+    let ca = pki.ca.display().to_string();
+    let (code, _, body, err) = tokio::task::spawn_blocking({
+        let ca = ca.clone();
+        move || {
+            common::pki::curl(&[
+                "--cacert",
+                &ca,
+                &format!("https://localhost:{port}/city-service?wsdl"),
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{err}");
+    assert!(
+        body.contains(&format!(
+            "location=\"https://localhost:{port}/city-service\""
+        )),
+        "{body}"
+    );
+    let ok = std::fs::read_to_string(shared("wsdl/city.soap.xml")).unwrap();
+    let (code, _, body, err) = tokio::task::spawn_blocking(move || {
+        common::pki::curl(&[
+            "--cacert",
+            &ca,
+            "-H",
+            "Content-Type: text/xml",
+            "--data-binary",
+            &ok,
+            &format!("https://localhost:{port}/city-service"),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{err} {body}");
+    assert!(body.contains("3645000"));
+    assert_eq!(backend.count(), 1);
 }

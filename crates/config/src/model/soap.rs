@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{PolicyConfig, TargetConfig};
+use super::{PolicyConfig, SslConfig, TargetConfig};
 use crate::units::{ByteSize, Flag};
 
 /// `xmlProtection`: checks XML bodies in one streaming pass; entities are never expanded.
@@ -39,7 +39,7 @@ pub struct XmlProtectionPolicy {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ValidatorPolicy {
-    /// The WSDL (a file relative to this config file, or an `http://` URL fetched at load).
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
     /// Inside a `soapProxy`, defaults to the proxy's WSDL.
     #[serde(default)]
     pub wsdl: Option<String>,
@@ -54,7 +54,7 @@ pub struct ValidatorPolicy {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Wsdl2OpenApiPolicy {
-    /// The WSDL (a file relative to this config file, or an `http://` URL fetched at load).
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
     pub wsdl: String,
     /// Which service of the WSDL to offer, when it has several.
     #[serde(default)]
@@ -98,7 +98,7 @@ pub struct SoapProxyConfig {
     /// Space-separated host names this API answers for.
     #[serde(default)]
     pub host: Option<String>,
-    /// The WSDL: a file relative to this config file, or an `http://` URL fetched at load.
+    /// The WSDL: a file relative to this config file, or an `http(s)://` URL fetched at load.
     pub wsdl: String,
     /// Which service of the WSDL to proxy, when it has several.
     #[serde(default)]
@@ -115,4 +115,10 @@ pub struct SoapProxyConfig {
     /// Where requests go (default: the service address of the WSDL).
     #[serde(default)]
     pub target: Option<TargetConfig>,
+    /// TLS to clients, as for `api` (the published WSDL then names `https://` addresses).
+    #[serde(default)]
+    pub ssl: Option<SslConfig>,
+    /// Accept cleartext HTTP/2 with prior knowledge, as for `api`.
+    #[serde(default)]
+    pub h2c: Flag,
 }
