@@ -64,6 +64,11 @@ impl Policy for OpenApiValidator {
         }
     }
 
+    fn response_needs_request(&self) -> bool {
+        // The response phase reads the operation matched in the request phase (an extension).
+        false
+    }
+
     fn response_body_need(&self) -> BodyNeed {
         if self.responses {
             BodyNeed::Buffer

@@ -735,6 +735,10 @@ impl Policy for JsonProtection {
         BodyNeed::Buffer
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn body_inspector(&self) -> Option<Box<dyn BodyInspector>> {
         Some(Box::new(Inspector {
             scanner: Scanner::new(self.limits),
