@@ -12,7 +12,7 @@ use turnpike_core::{RouteSpec, Router};
 
 use crate::convert::{self, Direction, Version};
 use crate::load::{LoadedSpec, SpecError};
-use crate::params::{Location, Param, Style};
+use crate::params::{Location, Param};
 
 /// A compiled JSON schema and where it came from (for messages).
 pub struct Schema {
@@ -444,7 +444,6 @@ fn compile_op(
         }
     }
     let has_query = params.iter().any(|p| p.location == Location::Query);
-    let _ = Style::Form;
     Ok(Operation {
         method,
         id: op
