@@ -245,8 +245,8 @@ impl Drop for Gateway {
     }
 }
 
-/// The files whose change means a reload: the config files and the OpenAPI spec files they
-/// deploy.
+/// The files whose change means a reload: the config files, and the OpenAPI specs and TLS key
+/// material they read.
 fn watched_files(set: &ConfigSet, snap: &Snapshot) -> Vec<PathBuf> {
     let mut files = set.files.clone();
     files.extend(snap.spec_files.iter().cloned());

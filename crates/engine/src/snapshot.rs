@@ -172,7 +172,8 @@ pub struct Snapshot {
     pub listeners: HashMap<SocketAddr, ListenerRoutes>,
     /// Settings.
     pub settings: Settings,
-    /// The local OpenAPI files read (for `--watch`).
+    /// Other local files the configuration reads — OpenAPI specs, TLS certificates, keys and
+    /// truststores — so that `--watch` reloads when they change (certificate rotation).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -302,6 +303,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flatten()
         .flat_map(|s| s.files.iter().cloned())
         .collect();
+    spec_files.extend(set.apis.iter().flat_map(tls_files));
     spec_files.sort();
     spec_files.dedup();
     errors.into_result(Snapshot {
@@ -354,6 +356,79 @@ fn listener_tls(
             None
         }
     }
+}
+
+/// What an API's chain is compiled against.
+struct FlowParts<'a> {
+    set: &'a ConfigSet,
+    consumers: &'a Arc<Consumers>,
+    scope: &'a TemplateScope,
+    wsdl: Option<&'a Arc<Wsdl>>,
+    path_prefix: &'a str,
+}
+
+/// The steps of an API's chain: the global policies, then the gateway's own steps for this
+/// kind of API (`built_in`: OpenAPI validation, WSDL publishing), then the API's `flow`.
+fn compile_steps(
+    located: &Located<ApiConfig>,
+    parts: FlowParts<'_>,
+    built_in: Vec<Step>,
+    errors: &mut ConfigErrors,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for g in &parts.set.globals {
+        let ctx = FlowContext {
+            scope: parts.scope,
+            consumers: parts.consumers,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            wsdl: parts.wsdl,
+            path_prefix: "",
+        };
+        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    steps.extend(built_in);
+    let ctx = FlowContext {
+        scope: parts.scope,
+        consumers: parts.consumers,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        wsdl: parts.wsdl,
+        path_prefix: parts.path_prefix,
+    };
+    compile_flow(
+        &located.value.flow,
+        located,
+        "flow",
+        Direction::Both,
+        &ctx,
+        &mut steps,
+        errors,
+    );
+    steps
+}
+
+/// The TLS key material files an API reads (listener and target), resolved like the loader does.
+fn tls_files(api: &Located<ApiConfig>) -> Vec<std::path::PathBuf> {
+    let dir = base_dir(api);
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(ssl) = &api.value.ssl {
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+        names.extend(
+            ssl.client_auth
+                .as_ref()
+                .map(|c| c.truststore.location.as_str()),
+        );
+    }
+    if let Some(ssl) = api.value.target.as_ref().and_then(|t| t.ssl.as_ref()) {
+        names.extend(ssl.truststore.as_ref().map(|t| t.location.as_str()));
+        names.extend(ssl.keystore.as_ref().map(|k| k.location.as_str()));
+        names.extend(ssl.certificate.as_deref());
+        names.extend(ssl.key.as_deref());
+    }
+    names.into_iter().map(|n| dir.join(n)).collect()
 }
 
 /// The folder of the file a value was read from.
@@ -562,41 +637,25 @@ fn compile_plain_api(
         Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
         _ => "",
     };
-    let mut steps = Vec::new();
-    for g in &set.globals {
-        let ctx = FlowContext {
-            scope: &scope,
-            consumers,
-            in_consumer_flow: false,
-            base_dir: base_dir(g),
-            wsdl,
-            path_prefix: "",
-        };
-        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-    }
-    if let Some(w) = wsdl {
-        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
-        steps.push(Step {
+    // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+    let built_in: Vec<Step> = wsdl
+        .map(|w| Step {
             policy: Box::new(WsdlPublisher::new(w)),
             request: true,
             response: false,
-        });
-    }
-    let ctx = FlowContext {
-        scope: &scope,
-        consumers,
-        in_consumer_flow: false,
-        base_dir: base_dir(located),
-        wsdl,
-        path_prefix,
-    };
-    compile_flow(
-        &api.flow,
+        })
+        .into_iter()
+        .collect();
+    let steps = compile_steps(
         located,
-        "flow",
-        Direction::Both,
-        &ctx,
-        &mut steps,
+        FlowParts {
+            set,
+            consumers,
+            scope: &scope,
+            wsdl,
+            path_prefix,
+        },
+        built_in,
         errors,
     );
     if errors.0.len() > before {
@@ -740,40 +799,23 @@ fn compile_openapi_api(
                 },
             };
             let scope = TemplateScope::default();
-            let mut steps = Vec::new();
-            for g in &set.globals {
-                let ctx = FlowContext {
-                    scope: &scope,
-                    consumers,
-                    in_consumer_flow: false,
-                    base_dir: base_dir(g),
-                    wsdl: None,
-                    path_prefix: "",
-                };
-                compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
-            }
-            let ctx = FlowContext {
-                scope: &scope,
-                consumers,
-                in_consumer_flow: false,
-                base_dir: base_dir(located),
-                wsdl: None,
-                path_prefix: "",
-            };
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
             // Always present: it routes to the spec's operations (404/405) even without validation.
-            steps.push(Step {
+            let built_in = vec![Step {
                 policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
                 request: true,
                 response: responses,
-            });
-            compile_flow(
-                &api.flow,
+            }];
+            let steps = compile_steps(
                 located,
-                "flow",
-                Direction::Both,
-                &ctx,
-                &mut steps,
+                FlowParts {
+                    set,
+                    consumers,
+                    scope: &scope,
+                    wsdl: None,
+                    path_prefix: "",
+                },
+                built_in,
                 errors,
             );
             let name: Arc<str> = match &api.name {

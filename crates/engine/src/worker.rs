@@ -254,6 +254,26 @@ async fn serve_connection(
     }
 }
 
+/// Drives a connection to its end; when the worker starts shutting down (or already is), asks
+/// it to finish its in-flight requests and close.
+async fn until_done<C, R>(
+    mut conn: std::pin::Pin<&mut C>,
+    shutdown: &mut watch::Receiver<bool>,
+    graceful: impl Fn(std::pin::Pin<&mut C>),
+) -> R
+where
+    C: std::future::Future<Output = R>,
+{
+    if !*shutdown.borrow() {
+        tokio::select! {
+            r = conn.as_mut() => return r,
+            _ = shutdown.changed() => {}
+        }
+    }
+    graceful(conn.as_mut());
+    conn.await
+}
+
 /// Serves HTTP/1.1 (with upgrades) or HTTP/2 on an accepted connection until it ends or the
 /// worker shuts down (then in-flight requests finish first).
 async fn serve_io<I>(worker: &Rc<Worker>, key: SocketAddr, io: I, info: ConnInfo, h2: bool)
@@ -298,18 +318,7 @@ where
             .max_send_buf_size(h2s.initial_stream_window_size as usize);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
-        if *shutdown.borrow() {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        } else {
-            tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            }
-        }
+        until_done(conn, &mut shutdown, |c| c.graceful_shutdown()).await
     } else {
         let mut builder = http1::Builder::new();
         builder
@@ -322,18 +331,7 @@ where
             .keep_alive(true);
         let conn = builder.serve_connection(io, service).with_upgrades();
         tokio::pin!(conn);
-        if *shutdown.borrow() {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        } else {
-            tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            }
-        }
+        until_done(conn, &mut shutdown, |c| c.graceful_shutdown()).await
     };
     if let Err(e) = result {
         tracing::debug!(%peer, "connection ended with an error: {e}");

@@ -90,7 +90,27 @@ fn validate(config: &[PathBuf]) -> ExitCode {
     }
 }
 
+/// The signals the control loop reacts to, registered before the gateway starts so that a
+/// signal sent as soon as it listens is never lost (or fatal).
+struct Signals {
+    hup: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
 fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let signals = {
+        let _guard = rt.enter();
+        Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        }
+    };
     let gateway = Gateway::start_from(config)?;
     for (configured, bound) in gateway.listeners() {
         if configured == bound {
@@ -99,10 +119,7 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
             tracing::info!("listening on {bound} (configured {configured})");
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(control_loop(&gateway, watch))?;
+    rt.block_on(control_loop(&gateway, watch, signals));
     tracing::info!("shutting down: finishing in-flight requests");
     gateway.shutdown();
     tracing::info!("stopped");
@@ -111,11 +128,12 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
 
 /// Waits for signals (SIGHUP reloads; SIGTERM and SIGINT stop) and, with `--watch`, for changed
 /// configuration files. Returns when the gateway should stop.
-async fn control_loop(gateway: &Gateway, watch: bool) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+async fn control_loop(gateway: &Gateway, watch: bool, signals: Signals) {
+    let Signals {
+        mut hup,
+        mut term,
+        mut int,
+    } = signals;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut seen = fingerprint(gateway);
     loop {
@@ -125,8 +143,8 @@ async fn control_loop(gateway: &Gateway, watch: bool) -> anyhow::Result<()> {
                 reload(gateway);
                 seen = fingerprint(gateway);
             }
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
+            _ = term.recv() => return,
+            _ = int.recv() => return,
             _ = tick.tick(), if watch => {
                 let now = fingerprint(gateway);
                 if now != seen {

@@ -171,6 +171,16 @@ api:
         .to_owned();
     assert!(subject.contains("CN=client-one"), "{subject}");
 
+    // `--watch` watches the key material too (certificate rotation).
+    let watched = gw.gw().files();
+    for f in [&cert, &key, &trust] {
+        assert!(
+            watched.contains(f),
+            "{} not watched: {watched:?}",
+            f.display()
+        );
+    }
+
     // Replace the certificate on disk and reload: the new one is served.
     std::fs::copy(&pki.other_name.cert, &cert).unwrap();
     std::fs::copy(&pki.other_name.key, &key).unwrap();

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what Turnpike needs on a Debian machine, only what is missing.
+#   scripts/setup.sh          build dependencies, then `cargo build --release`
+#   scripts/setup.sh --test   build and test dependencies (tools, Python test peers); no build
+# Needs root or sudo for apt-get, and a Rust toolchain (rustup) on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-build}
+export DEBIAN_FRONTEND=noninteractive
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+
+command -v cargo >/dev/null || {
+  echo "setup: no Rust toolchain on PATH; install one with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+}
+
+need=()
+# Build: libxml2 headers, pkg-config and libclang for the `libxml` crate (XML Schema validation).
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists libxml-2.0 2>/dev/null || need+=(libxml2-dev)
+ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
+command -v cc >/dev/null || need+=(build-essential)
+if [ "$mode" = "--test" ]; then
+  # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, kill, CA roots,
+  # xmllint (schema verdicts are compared with it), python3 + pip for the test peers.
+  command -v curl >/dev/null || need+=(curl)
+  command -v openssl >/dev/null || need+=(openssl)
+  command -v h2load >/dev/null || need+=(nghttp2-client)
+  command -v kill >/dev/null || need+=(procps)
+  [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+  command -v xmllint >/dev/null || need+=(libxml2-utils)
+  command -v python3 >/dev/null || need+=(python3)
+  python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+if [ "$mode" = "--test" ]; then
+  # Python peers the tests talk to: websockets, grpcio (+ tools), schemathesis, spyne, zeep.
+  python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages -r tests/requirements.txt
+  # pyenv only exposes newly installed commands (schemathesis) after a rehash.
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+else
+  cargo build --release --locked -p turnpike
+fi
