@@ -94,6 +94,17 @@ impl Policy for OpenApiValidator {
                     &v,
                 ))
             }
+            // A CORS preflight is not an operation of the spec: it goes on to the flow (where a
+            // `cors` policy answers it).
+            Found::NoMethod(_)
+                if ex.request.method == http::Method::OPTIONS
+                    && ex
+                        .request
+                        .headers
+                        .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) =>
+            {
+                Outcome::Continue
+            }
             Found::NoMethod(item) => {
                 let v = [Violation {
                     location: "method".into(),
