@@ -61,6 +61,8 @@ pub struct ResponseDecl {
     pub status: StatusPattern,
     /// Its media types (empty: no body declared).
     pub media: Vec<Media>,
+    /// Its declared headers.
+    pub headers: Vec<Param>,
 }
 
 /// One operation (a method of a path).
@@ -437,9 +439,19 @@ fn compile_op(
                 )
             })?;
             let (r, rptr) = ctx.resolve(r, rptr)?;
+            let mut headers = Vec::new();
+            if let Some(Value::Object(hs)) = r.get("headers") {
+                for (name, h) in hs {
+                    let hptr = format!("{rptr}/headers/{}", convert::escape(name));
+                    if let Some(p) = Param::compile_response_header(ctx, h, &hptr, name)? {
+                        headers.push(p);
+                    }
+                }
+            }
             responses.push(ResponseDecl {
                 status,
                 media: compile_media(ctx, r, &rptr, Direction::Response)?,
+                headers,
             });
         }
     }

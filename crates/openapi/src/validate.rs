@@ -256,6 +256,16 @@ pub fn validate_response(op: &Operation, ex: &mut Exchange) -> Vec<Violation> {
         ));
         return out;
     };
+    for h in &decl.headers {
+        let vals: Vec<&str> = res
+            .headers()
+            .get_all(h.name.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let value = (!vals.is_empty()).then(|| h.read_single(&vals.join(",")));
+        check_param(h, value, &h.label, &mut out);
+    }
     if decl.media.is_empty() {
         return out;
     }

@@ -221,10 +221,16 @@ paths:
       responses:
         "200":
           description: ok
+          headers:
+            X-Rate: { schema: { type: integer, minimum: 0 } }
+            Content-Type: { required: true, schema: { type: string, enum: [ignored] } }
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Item" }
-        "4XX": { description: client error }
+        "4XX":
+          description: client error
+          headers:
+            X-Error-Id: { required: true, schema: { type: string } }
     put:
       requestBody:
         required: true
@@ -309,10 +315,24 @@ fn respond(
     ct: Option<&str>,
     body: &str,
 ) -> Option<Value> {
+    respond_with(v, e, status, ct, &[], body)
+}
+
+fn respond_with(
+    v: &OpenApiValidator,
+    e: &mut Exchange,
+    status: u16,
+    ct: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<Value> {
     assert!(matches!(v.on_request(e), Outcome::Continue));
     let mut r = http::Response::builder().status(status);
     if let Some(ct) = ct {
         r = r.header("content-type", ct);
+    }
+    for (k, val) in headers {
+        r = r.header(*k, *val);
     }
     e.response = Some(r.body(Body::full(body.to_owned())).unwrap());
     match v.on_response(e) {
@@ -339,7 +359,21 @@ fn response_rules() {
         ),
         None
     );
-    assert_eq!(respond(&v, &mut get(), 404, None, ""), None);
+    assert_eq!(
+        respond_with(&v, &mut get(), 404, None, &[("x-error-id", "e1")], ""),
+        None
+    );
+    // Declared response headers: required ones present, values of their type.
+    let p = respond(&v, &mut get(), 404, None, "").unwrap();
+    assert_eq!(p["errors"][0]["location"], "header.x-error-id");
+    let ok = r#"{"name":"x"}"#;
+    let json = Some("application/json");
+    assert_eq!(
+        respond_with(&v, &mut get(), 200, json, &[("x-rate", "5")], ok),
+        None
+    );
+    let p = respond_with(&v, &mut get(), 200, json, &[("x-rate", "-1")], ok).unwrap();
+    assert_eq!(p["errors"][0]["location"], "header.x-rate");
     let p = respond(&v, &mut get(), 500, None, "").unwrap();
     assert_eq!(p["errors"][0]["location"], "status");
     let p = respond(&v, &mut get(), 200, Some("text/html"), "<p>").unwrap();
