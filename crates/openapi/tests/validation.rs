@@ -239,6 +239,20 @@ paths:
             schema: { $ref: "#/components/schemas/Item" }
       responses:
         "204": { description: done }
+    post:
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [qty]
+              properties:
+                qty: { type: integer, minimum: 1 }
+                tags: { type: array, items: { type: string }, maxItems: 2 }
+                note: { type: string }
+      responses:
+        "201": { description: created }
 components:
   schemas:
     Item:
@@ -304,6 +318,18 @@ fn small_spec_rules() {
     assert_eq!(errs[0].0, "#/body/score");
     let (_, errs) = put(r#"{"name":"n","kind":1.5}"#).unwrap();
     assert_eq!(errs[0].0, "#/body/kind");
+    // Form bodies: fields read as their declared types, repeated fields as arrays.
+    let form = |body: &str| {
+        let ct = ("content-type", "application/x-www-form-urlencoded");
+        check(&v, &mut ex("POST", "/api/items/1", &[ct], body))
+    };
+    assert_eq!(form("qty=2&tags=a&tags=b&note=hi+there"), None);
+    let (_, errs) = form("qty=0").unwrap();
+    assert_eq!(errs[0].0, "#/body/qty");
+    let (_, errs) = form("qty=x").unwrap();
+    assert!(errs[0].1.contains("integer"), "{errs:?}");
+    let (_, errs) = form("tags=a&tags=b&tags=c").unwrap();
+    assert_eq!(errs.len(), 2, "{errs:?}");
     let (_, errs) = check(&v, &mut ex("PUT", "/api/items/1", &[], "")).unwrap();
     assert!(errs[0].1.contains("required"), "{errs:?}");
 }

@@ -594,6 +594,20 @@ paths:
                 kind: { type: string, enum: [x, y] }
                 tags: { type: array, items: { type: integer }, maxItems: 3, uniqueItems: true }
       responses: { "204": { description: done } }
+  /orders:
+    post:
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [qty]
+              properties:
+                qty: { type: integer, minimum: 1, maximum: 50 }
+                note: { type: string, maxLength: 8 }
+                gift: { type: boolean }
+      responses: { "201": { description: created } }
   /pets:
     post:
       requestBody:
