@@ -958,6 +958,28 @@ mod tests {
     }
 
     #[test]
+    fn report_error_off_hides_the_details() {
+        use turnpike_config::units::Flag;
+        let quiet = JsonProtection::compile(&JsonProtectionPolicy {
+            report_error: Some(Flag(false)),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut i = quiet.body_inspector().unwrap();
+        let p = i.chunk(br#"{"a":1,"a":2}"#).unwrap_err().to_json();
+        assert_eq!(p["status"], 400);
+        assert!(
+            p.get("violation").is_none() && p.get("detail").is_none(),
+            "{p}"
+        );
+        let zero = JsonProtection::compile(&JsonProtectionPolicy {
+            max_depth: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(zero.unwrap_err().0, "maxDepth");
+    }
+
+    #[test]
     fn inspector_stops_at_the_first_violation() {
         let p = JsonProtection::compile(&JsonProtectionPolicy::default()).unwrap();
         let mut i = p.body_inspector().unwrap();
