@@ -627,5 +627,22 @@ mod tests {
         p.name = "absent".into();
         assert!(p.read_query(&q).is_none());
         assert_eq!(cookie("a=1; sid=xyz", "sid"), Some("xyz"));
+        // An empty delimited value is an empty array, not one empty element.
+        let mut p = param(
+            Location::Query,
+            Style::Form,
+            false,
+            Shape::Array(Prim::Integer),
+        );
+        p.name = "e".into();
+        let q2 = parse_query("e=");
+        assert_eq!(p.read_query(&q2).unwrap().unwrap(), serde_json::json!([]));
+        let p2 = param(
+            Location::Header,
+            Style::Simple,
+            false,
+            Shape::Array(Prim::Integer),
+        );
+        assert_eq!(p2.read_single("").unwrap(), serde_json::json!([]));
     }
 }

@@ -368,13 +368,24 @@ impl Spec {
         })
     }
 
-    /// Finds the operation for a request path (with the base path) and method.
+    /// Finds the operation for a request path (with the base path) and method (`HEAD` falls back
+    /// to the path's `GET`).
     pub fn find(&self, method: &Method, path: &str) -> Found<'_> {
         let Some(m) = self.router.lookup(None, method, path) else {
             return Found::NoPath;
         };
         let item = &self.paths[*m.value];
-        match item.ops.iter().position(|o| o.method == method) {
+        let pos = item
+            .ops
+            .iter()
+            .position(|o| o.method == method)
+            .or_else(|| {
+                // HEAD is GET without the body (RFC 9110): a path with GET answers HEAD too.
+                (*method == Method::HEAD)
+                    .then(|| item.ops.iter().position(|o| o.method == Method::GET))
+                    .flatten()
+            });
+        match pos {
             Some(i) => Found::Op(item, &item.ops[i], m.params, (*m.value, i)),
             None => Found::NoMethod(item),
         }

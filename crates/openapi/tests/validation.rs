@@ -152,6 +152,18 @@ fn fruitshop_paths_methods_params() {
             .0,
         405
     );
+    let status =
+        |m: &str, uri: &str, h: &[(&str, &str)]| check(&v, &mut ex(m, uri, h, "")).map(|r| r.0);
+    assert_eq!(status("OPTIONS", "/shop/v2/products", &[]), Some(405));
+    // A CORS preflight passes on to the flow (a `cors` policy answers it).
+    let preflight = [
+        ("origin", "https://app.example"),
+        ("access-control-request-method", "POST"),
+    ];
+    assert_eq!(status("OPTIONS", "/shop/v2/products", &preflight), None);
+    // HEAD is taken as GET.
+    assert_eq!(status("HEAD", "/shop/v2/products?limit=5", &[]), None);
+    assert_eq!(status("HEAD", "/shop/v2/products?limit=x", &[]), Some(400));
     assert_eq!(
         check(
             &v,
