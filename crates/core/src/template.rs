@@ -119,6 +119,14 @@ impl Template {
         self.parts.iter().any(|p| matches!(p, Part::JsonPath(_)))
     }
 
+    /// True when rendering reads the request head (headers, query, method, path parameters,
+    /// client): JSONPath placeholders and literal text do not.
+    pub fn reads_request(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| !matches!(p, Part::Lit(_) | Part::JsonPath(_)))
+    }
+
     /// Parses the body of `msg` as JSON if the template reads it and nobody parsed it yet.
     pub fn prepare(&self, ex: &mut Exchange, msg: Message) {
         if self.needs_body() {

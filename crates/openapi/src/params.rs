@@ -164,17 +164,50 @@ impl Param {
         ptr: &str,
         path_names: &[String],
     ) -> Result<Option<Param>, SpecError> {
+        Self::compile_as(ctx, p, ptr, path_names, None)
+    }
+
+    /// Compiles a response header declaration (`responses.<code>.headers.<name>`): a header
+    /// parameter whose schema is read in the response direction.
+    pub(crate) fn compile_response_header(
+        ctx: &Ctx<'_>,
+        h: &Value,
+        ptr: &str,
+        name: &str,
+    ) -> Result<Option<Param>, SpecError> {
+        if name.eq_ignore_ascii_case("content-type") {
+            return Ok(None); // OpenAPI: ignored.
+        }
+        Self::compile_as(ctx, h, ptr, &[], Some(name))
+    }
+
+    fn compile_as(
+        ctx: &Ctx<'_>,
+        p: &Value,
+        ptr: &str,
+        path_names: &[String],
+        response_header: Option<&str>,
+    ) -> Result<Option<Param>, SpecError> {
         let (p, ptr) = ctx.resolve(p, ptr.to_owned())?;
-        let name = p
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ctx.err(&ptr, "parameter without `name`"))?;
-        let location = match p.get("in").and_then(Value::as_str) {
-            Some("path") => Location::Path,
-            Some("query") => Location::Query,
-            Some("header") => Location::Header,
-            Some("cookie") => Location::Cookie,
-            other => {
+        let dir = if response_header.is_some() {
+            Direction::Response
+        } else {
+            Direction::Request
+        };
+        let name = match response_header {
+            Some(n) => n,
+            None => p
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ctx.err(&ptr, "parameter without `name`"))?,
+        };
+        let location = match (response_header, p.get("in").and_then(Value::as_str)) {
+            (Some(_), _) => Location::Header,
+            (None, Some("path")) => Location::Path,
+            (None, Some("query")) => Location::Query,
+            (None, Some("header")) => Location::Header,
+            (None, Some("cookie")) => Location::Cookie,
+            (None, other) => {
                 return Err(ctx.err(
                     &ptr,
                     format!(
@@ -184,6 +217,7 @@ impl Param {
             }
         };
         if location == Location::Header
+            && response_header.is_none()
             && ["accept", "content-type", "authorization"]
                 .contains(&name.to_ascii_lowercase().as_str())
         {
@@ -240,12 +274,12 @@ impl Param {
                 }
                 t => Shape::Prim(Prim::of(t)),
             };
-            (shape, Some(ctx.schema(&sptr, Direction::Request)?))
+            (shape, Some(ctx.schema(&sptr, dir)?))
         } else if let Some(Value::Object(c)) = p.get("content") {
             match c.iter().next() {
                 Some((mt, m)) if m.get("schema").is_some() => {
                     let sptr = format!("{ptr}/content/{}/schema", crate::convert::escape(mt));
-                    (Shape::Json, Some(ctx.schema(&sptr, Direction::Request)?))
+                    (Shape::Json, Some(ctx.schema(&sptr, dir)?))
                 }
                 _ => (Shape::Json, None),
             }
@@ -593,5 +627,22 @@ mod tests {
         p.name = "absent".into();
         assert!(p.read_query(&q).is_none());
         assert_eq!(cookie("a=1; sid=xyz", "sid"), Some("xyz"));
+        // An empty delimited value is an empty array, not one empty element.
+        let mut p = param(
+            Location::Query,
+            Style::Form,
+            false,
+            Shape::Array(Prim::Integer),
+        );
+        p.name = "e".into();
+        let q2 = parse_query("e=");
+        assert_eq!(p.read_query(&q2).unwrap().unwrap(), serde_json::json!([]));
+        let p2 = param(
+            Location::Header,
+            Style::Simple,
+            false,
+            Shape::Array(Prim::Integer),
+        );
+        assert_eq!(p2.read_single("").unwrap(), serde_json::json!([]));
     }
 }

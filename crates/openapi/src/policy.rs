@@ -64,6 +64,11 @@ impl Policy for OpenApiValidator {
         }
     }
 
+    fn response_needs_request(&self) -> bool {
+        // The response phase reads the operation matched in the request phase (an extension).
+        false
+    }
+
     fn response_body_need(&self) -> BodyNeed {
         if self.responses {
             BodyNeed::Buffer
@@ -88,6 +93,17 @@ impl Policy for OpenApiValidator {
                     format!("{} {path}", ex.request.method),
                     &v,
                 ))
+            }
+            // A CORS preflight is not an operation of the spec: it goes on to the flow (where a
+            // `cors` policy answers it).
+            Found::NoMethod(_)
+                if ex.request.method == http::Method::OPTIONS
+                    && ex
+                        .request
+                        .headers
+                        .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) =>
+            {
+                Outcome::Continue
             }
             Found::NoMethod(item) => {
                 let v = [Violation {

@@ -12,7 +12,7 @@ use turnpike_core::{RouteSpec, Router};
 
 use crate::convert::{self, Direction, Version};
 use crate::load::{LoadedSpec, SpecError};
-use crate::params::{Location, Param, Style};
+use crate::params::{Location, Param};
 
 /// A compiled JSON schema and where it came from (for messages).
 pub struct Schema {
@@ -32,6 +32,9 @@ pub struct Media {
     pub range: String,
     /// The body schema, when one is declared.
     pub schema: Option<Schema>,
+    /// For `application/x-www-form-urlencoded` with a schema: how each field is read (fields
+    /// not listed are strings).
+    pub form: Option<Vec<(String, crate::params::Shape)>>,
 }
 
 /// A request body declaration.
@@ -61,6 +64,8 @@ pub struct ResponseDecl {
     pub status: StatusPattern,
     /// Its media types (empty: no body declared).
     pub media: Vec<Media>,
+    /// Its declared headers.
+    pub headers: Vec<Param>,
 }
 
 /// One operation (a method of a path).
@@ -363,13 +368,24 @@ impl Spec {
         })
     }
 
-    /// Finds the operation for a request path (with the base path) and method.
+    /// Finds the operation for a request path (with the base path) and method (`HEAD` falls back
+    /// to the path's `GET`).
     pub fn find(&self, method: &Method, path: &str) -> Found<'_> {
         let Some(m) = self.router.lookup(None, method, path) else {
             return Found::NoPath;
         };
         let item = &self.paths[*m.value];
-        match item.ops.iter().position(|o| o.method == method) {
+        let pos = item
+            .ops
+            .iter()
+            .position(|o| o.method == method)
+            .or_else(|| {
+                // HEAD is GET without the body (RFC 9110): a path with GET answers HEAD too.
+                (*method == Method::HEAD)
+                    .then(|| item.ops.iter().position(|o| o.method == Method::GET))
+                    .flatten()
+            });
+        match pos {
             Some(i) => Found::Op(item, &item.ops[i], m.params, (*m.value, i)),
             None => Found::NoMethod(item),
         }
@@ -437,14 +453,23 @@ fn compile_op(
                 )
             })?;
             let (r, rptr) = ctx.resolve(r, rptr)?;
+            let mut headers = Vec::new();
+            if let Some(Value::Object(hs)) = r.get("headers") {
+                for (name, h) in hs {
+                    let hptr = format!("{rptr}/headers/{}", convert::escape(name));
+                    if let Some(p) = Param::compile_response_header(ctx, h, &hptr, name)? {
+                        headers.push(p);
+                    }
+                }
+            }
             responses.push(ResponseDecl {
                 status,
                 media: compile_media(ctx, r, &rptr, Direction::Response)?,
+                headers,
             });
         }
     }
     let has_query = params.iter().any(|p| p.location == Location::Query);
-    let _ = Style::Form;
     Ok(Operation {
         method,
         id: op
@@ -472,10 +497,52 @@ fn compile_media(
                 Some(_) => Some(ctx.schema(&format!("{mptr}/schema"), dir)?),
                 None => None,
             };
+            let range = essence(range);
+            let form = match (range.as_str(), m.get("schema")) {
+                ("application/x-www-form-urlencoded", Some(sv)) => {
+                    Some(form_fields(ctx, sv, &format!("{mptr}/schema"))?)
+                }
+                _ => None,
+            };
             out.push(Media {
-                range: essence(range),
+                range,
                 schema,
+                form,
             });
+        }
+    }
+    Ok(out)
+}
+
+/// How the fields of a form body are read: the types of the schema's properties.
+fn form_fields(
+    ctx: &Ctx<'_>,
+    schema: &Value,
+    ptr: &str,
+) -> Result<Vec<(String, crate::params::Shape)>, SpecError> {
+    use crate::params::{Prim, Shape};
+    let prim = |t: Option<String>| match t.as_deref() {
+        Some("integer") => Prim::Integer,
+        Some("number") => Prim::Number,
+        Some("boolean") => Prim::Boolean,
+        _ => Prim::String,
+    };
+    let (s, sptr) = ctx.resolve(schema, ptr.to_owned())?;
+    let mut out = Vec::new();
+    if let Some(Value::Object(props)) = s.get("properties") {
+        for (name, p) in props {
+            let pptr = format!("{sptr}/properties/{}", convert::escape(name));
+            let shape = match ctx.schema_type(p, &pptr).as_deref() {
+                Some("array") => {
+                    let (ps, pp) = ctx.resolve(p, pptr.clone())?;
+                    let items = ps
+                        .get("items")
+                        .and_then(|i| ctx.schema_type(i, &format!("{pp}/items")));
+                    Shape::Array(prim(items))
+                }
+                t => Shape::Prim(prim(t.map(str::to_owned))),
+            };
+            out.push((name.clone(), shape));
         }
     }
     Ok(out)

@@ -7,7 +7,7 @@ use serde_json::Value;
 use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
-use crate::params::{self, Location, Param};
+use crate::params::{self, Location, Param, Shape};
 use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
 
 /// One violation of the spec.
@@ -162,7 +162,12 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                     ));
                 }
                 Some(media) => {
-                    if let (Some(schema), true) =
+                    if let (Some(schema), Some(fields)) = (&media.schema, &media.form) {
+                        let form = ex.request_bytes().map(|b| form_value(b, fields));
+                        if let Some(v) = form {
+                            schema_errors(schema, &v, "#/body", out);
+                        }
+                    } else if let (Some(schema), true) =
                         (&media.schema, ct.as_deref().is_some_and(is_json))
                     {
                         match json::request_json(ex) {
@@ -178,6 +183,35 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
         }
     }
     report
+}
+
+/// A form body (`a=1&b=x&b=y`) as a JSON object, each field read as its declared type (repeated
+/// fields of array type become arrays).
+fn form_value(body: &[u8], fields: &[(String, Shape)]) -> Value {
+    let text = String::from_utf8_lossy(body);
+    let pairs = params::parse_query(&text);
+    let mut obj = serde_json::Map::new();
+    for (k, v) in &pairs {
+        let shape = fields.iter().find(|(n, _)| n == k).map(|(_, s)| s);
+        match shape {
+            Some(Shape::Array(t)) => {
+                let entry = obj
+                    .entry(k.to_string())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(a) = entry {
+                    a.push(t.coerce(v));
+                }
+            }
+            Some(Shape::Prim(t)) => {
+                obj.entry(k.to_string()).or_insert_with(|| t.coerce(v));
+            }
+            _ => {
+                obj.entry(k.to_string())
+                    .or_insert_with(|| Value::String(v.to_string()));
+            }
+        }
+    }
+    Value::Object(obj)
 }
 
 fn check_param(
@@ -256,6 +290,16 @@ pub fn validate_response(op: &Operation, ex: &mut Exchange) -> Vec<Violation> {
         ));
         return out;
     };
+    for h in &decl.headers {
+        let vals: Vec<&str> = res
+            .headers()
+            .get_all(h.name.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let value = (!vals.is_empty()).then(|| h.read_single(&vals.join(",")));
+        check_param(h, value, &h.label, &mut out);
+    }
     if decl.media.is_empty() {
         return out;
     }

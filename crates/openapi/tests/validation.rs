@@ -152,6 +152,18 @@ fn fruitshop_paths_methods_params() {
             .0,
         405
     );
+    let status =
+        |m: &str, uri: &str, h: &[(&str, &str)]| check(&v, &mut ex(m, uri, h, "")).map(|r| r.0);
+    assert_eq!(status("OPTIONS", "/shop/v2/products", &[]), Some(405));
+    // A CORS preflight passes on to the flow (a `cors` policy answers it).
+    let preflight = [
+        ("origin", "https://app.example"),
+        ("access-control-request-method", "POST"),
+    ];
+    assert_eq!(status("OPTIONS", "/shop/v2/products", &preflight), None);
+    // HEAD is taken as GET.
+    assert_eq!(status("HEAD", "/shop/v2/products?limit=5", &[]), None);
+    assert_eq!(status("HEAD", "/shop/v2/products?limit=x", &[]), Some(400));
     assert_eq!(
         check(
             &v,
@@ -221,10 +233,16 @@ paths:
       responses:
         "200":
           description: ok
+          headers:
+            X-Rate: { schema: { type: integer, minimum: 0 } }
+            Content-Type: { required: true, schema: { type: string, enum: [ignored] } }
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Item" }
-        "4XX": { description: client error }
+        "4XX":
+          description: client error
+          headers:
+            X-Error-Id: { required: true, schema: { type: string } }
     put:
       requestBody:
         required: true
@@ -233,6 +251,20 @@ paths:
             schema: { $ref: "#/components/schemas/Item" }
       responses:
         "204": { description: done }
+    post:
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [qty]
+              properties:
+                qty: { type: integer, minimum: 1 }
+                tags: { type: array, items: { type: string }, maxItems: 2 }
+                note: { type: string }
+      responses:
+        "201": { description: created }
 components:
   schemas:
     Item:
@@ -298,6 +330,18 @@ fn small_spec_rules() {
     assert_eq!(errs[0].0, "#/body/score");
     let (_, errs) = put(r#"{"name":"n","kind":1.5}"#).unwrap();
     assert_eq!(errs[0].0, "#/body/kind");
+    // Form bodies: fields read as their declared types, repeated fields as arrays.
+    let form = |body: &str| {
+        let ct = ("content-type", "application/x-www-form-urlencoded");
+        check(&v, &mut ex("POST", "/api/items/1", &[ct], body))
+    };
+    assert_eq!(form("qty=2&tags=a&tags=b&note=hi+there"), None);
+    let (_, errs) = form("qty=0").unwrap();
+    assert_eq!(errs[0].0, "#/body/qty");
+    let (_, errs) = form("qty=x").unwrap();
+    assert!(errs[0].1.contains("integer"), "{errs:?}");
+    let (_, errs) = form("tags=a&tags=b&tags=c").unwrap();
+    assert_eq!(errs.len(), 2, "{errs:?}");
     let (_, errs) = check(&v, &mut ex("PUT", "/api/items/1", &[], "")).unwrap();
     assert!(errs[0].1.contains("required"), "{errs:?}");
 }
@@ -309,10 +353,24 @@ fn respond(
     ct: Option<&str>,
     body: &str,
 ) -> Option<Value> {
+    respond_with(v, e, status, ct, &[], body)
+}
+
+fn respond_with(
+    v: &OpenApiValidator,
+    e: &mut Exchange,
+    status: u16,
+    ct: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<Value> {
     assert!(matches!(v.on_request(e), Outcome::Continue));
     let mut r = http::Response::builder().status(status);
     if let Some(ct) = ct {
         r = r.header("content-type", ct);
+    }
+    for (k, val) in headers {
+        r = r.header(*k, *val);
     }
     e.response = Some(r.body(Body::full(body.to_owned())).unwrap());
     match v.on_response(e) {
@@ -339,7 +397,21 @@ fn response_rules() {
         ),
         None
     );
-    assert_eq!(respond(&v, &mut get(), 404, None, ""), None);
+    assert_eq!(
+        respond_with(&v, &mut get(), 404, None, &[("x-error-id", "e1")], ""),
+        None
+    );
+    // Declared response headers: required ones present, values of their type.
+    let p = respond(&v, &mut get(), 404, None, "").unwrap();
+    assert_eq!(p["errors"][0]["location"], "header.x-error-id");
+    let ok = r#"{"name":"x"}"#;
+    let json = Some("application/json");
+    assert_eq!(
+        respond_with(&v, &mut get(), 200, json, &[("x-rate", "5")], ok),
+        None
+    );
+    let p = respond_with(&v, &mut get(), 200, json, &[("x-rate", "-1")], ok).unwrap();
+    assert_eq!(p["errors"][0]["location"], "header.x-rate");
     let p = respond(&v, &mut get(), 500, None, "").unwrap();
     assert_eq!(p["errors"][0]["location"], "status");
     let p = respond(&v, &mut get(), 200, Some("text/html"), "<p>").unwrap();

@@ -52,6 +52,11 @@ impl ValueTemplate {
         }
     }
 
+    /// True when rendering reads the request head.
+    pub(crate) fn reads_request(&self) -> bool {
+        matches!(self, ValueTemplate::Dynamic(t) if t.reads_request())
+    }
+
     /// True when rendering reads the message body.
     pub(crate) fn needs_body(&self) -> bool {
         matches!(self, ValueTemplate::Dynamic(t) if t.needs_body())
@@ -126,6 +131,11 @@ impl Policy for SetHeader {
 
     fn response_body_need(&self) -> BodyNeed {
         self.body_need()
+    }
+
+    fn response_needs_request(&self) -> bool {
+        // Literal values and JSONPath placeholders (on the response body) do not read it.
+        self.value.reads_request()
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
@@ -296,6 +306,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.body_need(), BodyNeed::Buffer);
+        assert!(!p.response_needs_request());
+        assert!(set("X", "${method}", false).response_needs_request());
+        assert!(!set("X", "literal", false).response_needs_request());
         let mut ex = exchange("POST", "/", &[], r#"{"person":{"firstName":"Ada"}}"#);
         assert!(matches!(p.on_request(&mut ex), Outcome::Continue));
         assert_eq!(ex.request.headers["x-first"], "Ada");

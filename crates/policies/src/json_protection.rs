@@ -246,9 +246,52 @@ impl Scanner {
                 format!("the body is larger than {} bytes", self.limits.max_size),
             ));
         }
-        for &b in chunk {
-            self.byte(b)?;
+        let mut i = 0;
+        while i < chunk.len() {
+            // Fast path: a run of plain ASCII inside a string (the bulk of most bodies).
+            if let Lex::Str {
+                key,
+                esc: Esc::None,
+                need: 0,
+                len,
+                ..
+            } = self.lex
+            {
+                let start = i;
+                while let Some(&b) = chunk.get(i) {
+                    if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) {
+                        break;
+                    }
+                    i += 1;
+                }
+                let run = (i - start) as u64;
+                if run > 0 {
+                    let max = if key {
+                        self.limits.max_key_length
+                    } else {
+                        self.limits.max_string_length
+                    };
+                    if len + run > max {
+                        // Point at the first character past the limit.
+                        self.offset += max.saturating_sub(len);
+                        return Err(self
+                            .check_len(key, len + run, max)
+                            .err()
+                            .unwrap_or_else(|| self.invalid("string length")));
+                    }
+                    if key {
+                        self.key.extend_from_slice(&chunk[start..i]);
+                    }
+                    if let Lex::Str { len: l, .. } = &mut self.lex {
+                        *l = len + run;
+                    }
+                    self.offset += run;
+                    continue;
+                }
+            }
+            self.byte(chunk[i])?;
             self.offset += 1;
+            i += 1;
         }
         Ok(())
     }
@@ -538,6 +581,10 @@ impl Scanner {
                                 format!("the key `{name}` appears twice in one object"),
                             ));
                         }
+                        if self.limits.block_proto && self.key == b"__proto__" {
+                            return Err(self
+                                .fail("blockProto", "the key `__proto__` is not allowed".into()));
+                        }
                         self.expect = Expect::Colon;
                         return Ok(());
                     }
@@ -735,6 +782,10 @@ impl Policy for JsonProtection {
         BodyNeed::Buffer
     }
 
+    fn response_needs_request(&self) -> bool {
+        false
+    }
+
     fn body_inspector(&self) -> Option<Box<dyn BodyInspector>> {
         Some(Box::new(Inspector {
             scanner: Scanner::new(self.limits),
@@ -837,8 +888,34 @@ mod tests {
             ..d
         };
         assert_eq!(kind(l, br#"{"ab":"abc"}"#), "ok");
+        assert_eq!(
+            kind(l, "{\"ab\":\"\\n\u{e9}\u{1F600}\"}".as_bytes()),
+            "ok",
+            "characters, not bytes"
+        );
         assert_eq!(kind(l, br#"{"ab":"abcd"}"#), "maxStringLength");
         assert_eq!(kind(l, br#"{"abc":1}"#), "maxKeyLength");
+        // Keys are not tokens: {"a":"b"} has 3, as in Membrane.
+        let l = Limits { max_tokens: 3, ..d };
+        assert_eq!(kind(l, br#"{"a":"b"}"#), "ok");
+        assert_eq!(kind(l, br#"{"a":"b","c":1}"#), "maxTokens");
+        assert_eq!(kind(d, br#"{"__proto__":{}}"#), "blockProto");
+        let l = Limits {
+            block_proto: false,
+            ..d
+        };
+        assert_eq!(kind(l, br#"{"__proto__":{}}"#), "ok");
+        let long = format!("{{\"s\":\"{}\"}}", "x".repeat(5000));
+        let l = Limits {
+            max_string_length: 1000,
+            ..d
+        };
+        let v = Scanner::check(l, long.as_bytes()).unwrap_err();
+        assert_eq!(
+            (v.kind, v.offset),
+            ("maxStringLength", 1006),
+            "the first byte past the limit"
+        );
         let l = Limits {
             max_object_size: 2,
             max_array_size: 2,
@@ -878,6 +955,28 @@ mod tests {
         assert_eq!(kind(Limits::default(), dup.as_bytes()), "duplicateKey");
         let dup = format!("{{{},\"k3\":1}}", keys[..10].join(","));
         assert_eq!(kind(Limits::default(), dup.as_bytes()), "duplicateKey");
+    }
+
+    #[test]
+    fn report_error_off_hides_the_details() {
+        use turnpike_config::units::Flag;
+        let quiet = JsonProtection::compile(&JsonProtectionPolicy {
+            report_error: Some(Flag(false)),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut i = quiet.body_inspector().unwrap();
+        let p = i.chunk(br#"{"a":1,"a":2}"#).unwrap_err().to_json();
+        assert_eq!(p["status"], 400);
+        assert!(
+            p.get("violation").is_none() && p.get("detail").is_none(),
+            "{p}"
+        );
+        let zero = JsonProtection::compile(&JsonProtectionPolicy {
+            max_depth: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(zero.unwrap_err().0, "maxDepth");
     }
 
     #[test]

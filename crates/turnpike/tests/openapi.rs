@@ -315,6 +315,36 @@ async fn api_docs_list_json_yaml_and_ui() {
     assert_eq!(get(a, "/shop/v2/anything").await.status, 404);
 }
 
+/// A `cors` policy in the flow of an OpenAPI-deployed API answers preflights; the spec's
+/// operations still get validated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflight_reaches_the_flow() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  openapi:\n    - location: {FRUITSHOP}\n      validateRequests: yes\n  flow:\n    - cors:\n        origins: [https://app.example]\n        methods: [GET, POST]\n        headers: [Content-Type]\n  target:\n    host: 127.0.0.1\n    port: {}\n",
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = send(
+        gw.addr(),
+        req("OPTIONS", "/shop/v2/products")
+            .header("origin", "https://app.example")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .body(Full::new(Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let r = post(gw.addr(), "/shop/v2/products", JSON, r#"{"name":7}"#).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(backend.count(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_specs_are_load_errors_that_say_where() {
     let dir = tempfile::tempdir().unwrap();
@@ -564,6 +594,20 @@ paths:
                 kind: { type: string, enum: [x, y] }
                 tags: { type: array, items: { type: integer }, maxItems: 3, uniqueItems: true }
       responses: { "204": { description: done } }
+  /orders:
+    post:
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [qty]
+              properties:
+                qty: { type: integer, minimum: 1, maximum: 50 }
+                note: { type: string, maxLength: 8 }
+                gift: { type: boolean }
+      responses: { "201": { description: created } }
   /pets:
     post:
       requestBody:
