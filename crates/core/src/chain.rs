@@ -104,6 +104,11 @@ impl Chain {
         &self.steps
     }
 
+    /// Every local file the chain's policies read (see [`Policy::files`]).
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        self.steps.iter().flat_map(|s| s.policy.files()).collect()
+    }
+
     /// What the request phase needs of the body (computed once).
     pub fn body_need(&self) -> BodyNeed {
         self.body_need

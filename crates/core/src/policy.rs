@@ -69,6 +69,12 @@ pub trait Policy: Send + Sync + 'static {
         None
     }
 
+    /// The local files the policy read when it was compiled (WSDLs and their schemas, key
+    /// sets, password files), so that `--watch` reloads when one changes. Called once per load.
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+
     /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
     fn on_request(&self, _ex: &mut Exchange) -> Outcome {
         Outcome::Continue

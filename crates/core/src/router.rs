@@ -446,6 +446,11 @@ impl<T> Router<T> {
         Ok(r)
     }
 
+    /// Every route's value, in the order given to [`Router::build`].
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.values.iter().map(|(_, v)| v)
+    }
+
     /// Number of routes.
     pub fn len(&self) -> usize {
         self.values.len()

@@ -173,8 +173,9 @@ pub struct Snapshot {
     /// Settings.
     pub settings: Settings,
     /// Other local files the configuration reads — OpenAPI specs, TLS certificates, keys and
-    /// truststores, `soapProxy` WSDLs and schemas — so that `--watch` reloads when they change
-    /// (certificate rotation).
+    /// truststores, `soapProxy` WSDLs and schemas, files read by policies (validator and
+    /// wsdl2openapi WSDLs, JWKS files, htpasswd files) — so that `--watch` reloads when they
+    /// change (certificate rotation, key rollover, new users).
     pub spec_files: Vec<std::path::PathBuf>,
 }
 
@@ -305,6 +306,12 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .flat_map(|s| s.files.iter().cloned())
         .collect();
     spec_files.extend(set.apis.iter().flat_map(tls_files));
+    // Files policies read at load (WSDLs and schemas of validators, key sets, password files).
+    for routes in listeners.values() {
+        for api in routes.router.values() {
+            spec_files.extend(api.chain.files());
+        }
+    }
     // soapProxy WSDLs and the documents they include are watched too.
     spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
     spec_files.sort();

@@ -935,6 +935,10 @@ impl Policy for Wsdl2OpenApi {
         "wsdl2openapi"
     }
 
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.wsdl.files.clone()
+    }
+
     fn body_need(&self) -> BodyNeed {
         BodyNeed::Buffer
     }

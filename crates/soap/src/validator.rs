@@ -198,6 +198,10 @@ impl Policy for WsdlValidator {
         "validator"
     }
 
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.wsdl.files.clone()
+    }
+
     fn body_need(&self) -> BodyNeed {
         BodyNeed::Buffer
     }

@@ -71,6 +71,8 @@ api:
         backend.port()
     );
     let gw = TestGateway::start(&yaml);
+    // `--watch` reloads when the password file changes.
+    assert!(gw.gw().files().contains(&dir.path().join("users.htpasswd")));
     let a = gw.addr();
     let r = get(a, "/open").await;
     assert_eq!(r.status, 401);
@@ -394,6 +396,12 @@ api:
         hs = dir.path().join("hs.json").display(),
     );
     let gw = TestGateway::start(&yaml);
+    // `--watch` reloads when a key set file changes.
+    let watched = gw.gw().files();
+    assert!(
+        watched.contains(&dir.path().join("ec.json"))
+            && watched.contains(&dir.path().join("hs.json"))
+    );
     let a = gw.addr();
     let bearer = |t: &str| format!("Bearer {t}");
     let good = serde_json::json!({ "sub": "alice", "aud": "orders", "iss": "https://idp.example", "exp": now() + 300 });

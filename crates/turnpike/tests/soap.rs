@@ -196,6 +196,15 @@ async fn wsdl_validation_of_requests_and_responses() {
         shared("wsdl/cities.wsdl")
     );
     let gw = TestGateway::start(&api_yaml(&flow, good.addr));
+    // `--watch` reloads when the validator's WSDL changes.
+    let wsdl = std::path::PathBuf::from(shared("wsdl/cities.wsdl"));
+    let watched = gw.gw().files();
+    assert!(
+        watched
+            .iter()
+            .any(|f| f.canonicalize().ok() == wsdl.canonicalize().ok()),
+        "{watched:?}"
+    );
 
     // The shared sample request passes; the backend's valid answer comes back.
     let ok = std::fs::read(shared("wsdl/city.soap.xml")).unwrap();

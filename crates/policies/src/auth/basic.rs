@@ -22,6 +22,7 @@ pub struct BasicAuth {
     consumers: Option<Arc<Consumers>>,
     challenge: HeaderValue,
     allow: Option<Allow>,
+    htpasswd: Option<std::path::PathBuf>,
 }
 
 impl BasicAuth {
@@ -38,10 +39,12 @@ impl BasicAuth {
                 ));
             }
         }
-        if let Some(f) = &c.htpasswd_file_provider {
-            let path = ctx.base_dir.join(&f.location);
-            read_htpasswd(&path, &mut users)
-                .map_err(|m| err("htpasswdFileProvider.location", m))?;
+        let htpasswd = c
+            .htpasswd_file_provider
+            .as_ref()
+            .map(|f| ctx.base_dir.join(&f.location));
+        if let Some(path) = &htpasswd {
+            read_htpasswd(path, &mut users).map_err(|m| err("htpasswdFileProvider.location", m))?;
         }
         let use_consumers = c.consumers.is_none_or(|f| f.0);
         if users.is_empty() && (!use_consumers || ctx.consumers.is_empty()) {
@@ -63,6 +66,7 @@ impl BasicAuth {
             consumers: use_consumers.then(|| ctx.consumers.clone()),
             challenge,
             allow,
+            htpasswd,
         })
     }
 }
@@ -108,6 +112,10 @@ pub(crate) fn basic_credentials(ex: &Exchange) -> Option<(String, String)> {
 impl Policy for BasicAuth {
     fn name(&self) -> &'static str {
         "basicAuthentication"
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.htpasswd.iter().cloned().collect()
     }
 
     fn response_needs_request(&self) -> bool {

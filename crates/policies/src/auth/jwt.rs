@@ -47,6 +47,7 @@ pub struct JwtAuth {
     required_scopes: Vec<String>,
     challenge: HeaderValue,
     invalid_challenge: HeaderValue,
+    key_files: Vec<std::path::PathBuf>,
 }
 
 const DEFAULT_ALGS: [Algorithm; 9] = [
@@ -163,6 +164,7 @@ impl JwtAuth {
         }
         let mut slots = Vec::new();
         let mut refreshers = Vec::new();
+        let mut key_files = Vec::new();
         for (i, src) in c.jwks.iter().enumerate() {
             let at = format!("jwks[{i}]");
             match (&src.location, &src.url) {
@@ -181,6 +183,7 @@ impl JwtAuth {
                         )
                     })?;
                     let keys = parse_jwks(&text).map_err(|m| err(&format!("{at}.location"), m))?;
+                    key_files.push(path.clone());
                     slots.push(Arc::new(ArcSwap::from_pointee(keys)));
                 }
                 (None, Some(url)) => {
@@ -218,6 +221,7 @@ impl JwtAuth {
             required_scopes: c.required_scopes.clone(),
             challenge: HeaderValue::from_static("Bearer"),
             invalid_challenge: HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            key_files,
         })
     }
 
@@ -284,6 +288,10 @@ fn scopes(claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
 impl Policy for JwtAuth {
     fn name(&self) -> &'static str {
         "jwtAuth"
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.key_files.clone()
     }
 
     fn response_needs_request(&self) -> bool {
