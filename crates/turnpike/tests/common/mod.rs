@@ -48,26 +48,14 @@ impl Backend {
     }
 
     async fn start_with(half_close: bool) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let seen2 = seen.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let seen = seen2.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| handle(req, seen.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .half_close(half_close)
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        Backend { addr, seen }
+        recording_backend(move |stream, seen| async move {
+            let svc = service_fn(move |req| handle(req, seen.clone()));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .half_close(half_close)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        })
+        .await
     }
 
     pub fn port(&self) -> u16 {
@@ -86,6 +74,28 @@ impl Backend {
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+}
+
+/// Listens on 127.0.0.1:0 and hands each accepted connection, with the shared record of seen
+/// requests, to `serve` on its own task: the accept loop of every recording backend.
+async fn recording_backend<F, Fut>(serve: F) -> Backend
+where
+    F: Fn(tokio::net::TcpStream, Arc<Mutex<Vec<Seen>>>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(serve(stream, seen2.clone()));
+        }
+    });
+    Backend { addr, seen }
 }
 
 type BoxBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -340,60 +350,37 @@ pub async fn start_tls_backend(cert: &std::path::Path, key: &std::path::Path, h2
         vec![b"http/1.1".to_vec()]
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
+    recording_backend(move |stream, seen| {
+        let acceptor = acceptor.clone();
+        async move {
+            let Ok(tls) = acceptor.accept(stream).await else {
+                return;
             };
-            let (seen, acceptor) = (seen2.clone(), acceptor.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let svc = service_fn(move |req| handle(req, seen.clone()));
-                if h2 {
-                    let _ = hyper::server::conn::http2::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-                } else {
-                    let _ = hyper::server::conn::http1::Builder::new()
+            let svc = service_fn(move |req| handle(req, seen.clone()));
+            if h2 {
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
                         .serve_connection(TokioIo::new(tls), svc)
                         .await;
-                }
-            });
+            } else {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            }
         }
-    });
-    Backend { addr, seen }
+    })
+    .await
 }
 
 /// An h2c (cleartext HTTP/2, prior knowledge) recording backend.
 pub async fn start_h2c_backend() -> Backend {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let seen = seen2.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req| handle(req, seen.clone()));
-                let _ =
-                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-            });
-        }
-    });
-    Backend { addr, seen }
+    recording_backend(|stream, seen| async move {
+        let svc = service_fn(move |req| handle(req, seen.clone()));
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), svc)
+            .await;
+    })
+    .await
 }
 
 /// True when python3 can import every module; when not, tests print why they skip — except
