@@ -1,5 +1,6 @@
-//! The one body type that flows through the gateway in both directions: nothing, a buffer, or a
-//! stream from hyper (optionally capped in size). Streams are passed on without copying.
+//! The one body type that flows through the gateway in both directions: nothing, a buffer, a
+//! stream from hyper (optionally capped in size), or another stream (a backend response read by
+//! the gateway's own HTTP/1 client). Streams are passed on without copying.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -28,6 +29,57 @@ pub enum Body {
         /// Bytes still allowed.
         remaining: u64,
     },
+    /// Any other stream of frames (such as a backend's response body).
+    Stream(BoxStream),
+}
+
+/// A boxed body stream; see [`Body::Stream`].
+pub struct BoxStream(pub Pin<Box<dyn http_body::Body<Data = Bytes, Error = BodyError> + Send>>);
+
+impl std::fmt::Debug for BoxStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxStream")
+    }
+}
+
+/// A stream that fails with [`BodyTooLarge`] once more than `remaining` bytes pass.
+struct Capped {
+    inner: BoxStream,
+    remaining: u64,
+}
+
+impl http_body::Body for Capped {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        match this.inner.0.as_mut().poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let n = data.len() as u64;
+                    if n > this.remaining {
+                        this.remaining = 0;
+                        return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
+                    }
+                    this.remaining -= n;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.0.size_hint()
+    }
 }
 
 /// The error a [`Body::Limited`] stream yields when the peer sends too much.
@@ -50,6 +102,36 @@ impl Body {
             Body::Empty
         } else {
             Body::Full(Some(b))
+        }
+    }
+}
+
+impl Body {
+    /// Wraps any body stream (see [`Body::Stream`]).
+    pub fn stream<B>(body: B) -> Self
+    where
+        B: http_body::Body<Data = Bytes, Error = BodyError> + Send + 'static,
+    {
+        Body::Stream(BoxStream(Box::pin(body)))
+    }
+
+    /// This body, failing with [`BodyTooLarge`] once more than `limit` bytes pass (a body held
+    /// in memory is returned as it is: its size is known).
+    pub fn capped(self, limit: u64) -> Self {
+        match self {
+            Body::Incoming(inner) => Body::Limited {
+                inner,
+                remaining: limit,
+            },
+            Body::Limited { inner, remaining } => Body::Limited {
+                inner,
+                remaining: remaining.min(limit),
+            },
+            Body::Stream(inner) => Body::stream(Capped {
+                inner,
+                remaining: limit,
+            }),
+            other => other,
         }
     }
 }
@@ -80,6 +162,7 @@ impl http_body::Body for Body {
                 }
                 other => other.map_err(Into::into),
             },
+            Body::Stream(s) => s.0.as_mut().poll_frame(cx),
         }
     }
 
@@ -88,6 +171,7 @@ impl http_body::Body for Body {
             Body::Empty => true,
             Body::Full(b) => b.is_none(),
             Body::Incoming(inc) | Body::Limited { inner: inc, .. } => inc.is_end_stream(),
+            Body::Stream(s) => s.0.is_end_stream(),
         }
     }
 
@@ -96,6 +180,7 @@ impl http_body::Body for Body {
             Body::Empty => SizeHint::with_exact(0),
             Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Incoming(inc) | Body::Limited { inner: inc, .. } => inc.size_hint(),
+            Body::Stream(s) => s.0.size_hint(),
         }
     }
 }

@@ -408,14 +408,7 @@ fn tunnel(client: OnUpgrade, backend: OnUpgrade) {
 /// breaks off.
 async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
     use http_body_util::BodyExt;
-    let body = match body {
-        Body::Incoming(inner) => Body::Limited {
-            inner,
-            remaining: limit,
-        },
-        other => other,
-    };
-    match body.collect().await {
+    match body.capped(limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => Err(read_error(&e, limit)),
     }
@@ -447,13 +440,7 @@ async fn buffer_inspected(
     inspectors: &mut [Box<dyn BodyInspector>],
 ) -> Result<bytes::Bytes, Problem> {
     use http_body_util::BodyExt;
-    let mut body = match body {
-        Body::Incoming(inner) => Body::Limited {
-            inner,
-            remaining: limit,
-        },
-        other => other,
-    };
+    let mut body = body.capped(limit);
     let mut first: Option<bytes::Bytes> = None;
     let mut rest = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -585,7 +572,7 @@ async fn forward(
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
     let timeout = how.timeout;
-    let result = tokio::time::timeout(timeout, ctx.client.send(transport, req)).await;
+    let result = tokio::time::timeout(timeout, ctx.client.send(transport, req, how.upgrade)).await;
     let mut res = match result {
         Err(_) => {
             return Err((
@@ -619,7 +606,7 @@ async fn forward(
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         parts.headers.insert(header::UPGRADE, u);
     }
-    Ok((Response::from_parts(parts, Body::Incoming(body)), upgraded))
+    Ok((Response::from_parts(parts, body), upgraded))
 }
 
 fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {

@@ -55,20 +55,8 @@ impl Policy for RequestSizeLimit {
             return too_large();
         }
         match std::mem::take(&mut ex.request_body) {
-            Body::Incoming(inner) => {
-                ex.request_body = Body::Limited {
-                    inner,
-                    remaining: self.max,
-                }
-            }
-            Body::Limited { inner, remaining } => {
-                ex.request_body = Body::Limited {
-                    inner,
-                    remaining: remaining.min(self.max),
-                }
-            }
             Body::Full(Some(b)) if b.len() as u64 > self.max => return too_large(),
-            other => ex.request_body = other,
+            other => ex.request_body = other.capped(self.max),
         }
         Outcome::Continue
     }
