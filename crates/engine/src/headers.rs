@@ -11,8 +11,23 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// True for the fixed hop-by-hop header names.
+fn is_hop_by_hop(n: &HeaderName) -> bool {
+    n == header::CONNECTION
+        || n == header::TE
+        || n == header::TRANSFER_ENCODING
+        || n == header::UPGRADE
+        || n == header::PROXY_AUTHORIZATION
+        || n == KEEP_ALIVE
+        || n == PROXY_CONNECTION
+}
+
 /// Removes `Connection`, every header it names, and the fixed hop-by-hop headers.
 pub fn remove_hop_by_hop(h: &mut HeaderMap) {
+    // One pass over the (few) names is cheaper than hashing seven names to find none.
+    if !h.keys().any(is_hop_by_hop) {
+        return;
+    }
     if h.contains_key(header::CONNECTION) {
         let mut named = Vec::new();
         for value in h.get_all(header::CONNECTION) {
