@@ -7,6 +7,7 @@
 //! step → `docs` serves `/api-docs`.
 
 pub mod convert;
+mod discriminator;
 pub mod docs;
 pub mod load;
 pub mod params;

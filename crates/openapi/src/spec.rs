@@ -132,23 +132,6 @@ pub enum Found<'a> {
     NoMethod(&'a PathItem),
 }
 
-/// Characters escaped in a JSON pointer used as a URI fragment.
-const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'<')
-    .add(b'>')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'%')
-    .add(b'[')
-    .add(b']')
-    .add(b'#');
-
 const METHODS: &[(&str, Method)] = &[
     ("get", Method::GET),
     ("put", Method::PUT),
@@ -209,8 +192,7 @@ impl Ctx<'_> {
         // index (and, during load, copy) all of it for every validator.
         let mut root = slim_doc(doc, ptr);
         if let Value::Object(m) = &mut root {
-            let frag = percent_encoding::utf8_percent_encode(ptr, FRAGMENT);
-            m.insert("$ref".into(), Value::String(format!("#{frag}")));
+            m.insert("$ref".into(), Value::String(convert::fragment_ref(ptr)));
         }
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)

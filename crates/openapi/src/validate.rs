@@ -58,10 +58,16 @@ pub(crate) fn schema_errors(schema: &Schema, value: &Value, base: &str, out: &mu
         let message = if is_forbidden_property(&e) {
             let name = ptr.rsplit('/').next().unwrap_or("");
             format!("`{name}` is read-only or write-only: it must not be sent in this direction")
+        } else if let Some(m) = discriminator_message(&e) {
+            m
         } else {
             shorten(e.to_string())
         };
-        out.push(Violation::new(location, message));
+        let v = Violation::new(location, message);
+        // A base schema is checked both where it is used and inside the selected subtype.
+        if !out.contains(&v) {
+            out.push(v);
+        }
     }
 }
 
@@ -77,6 +83,26 @@ fn shorten(mut m: String) -> String {
         m.push('…');
     }
     m
+}
+
+/// The message for an unknown discriminator value: the error of the `not` around the check that
+/// [`crate::discriminator`] marks.
+fn discriminator_message(e: &jsonschema::ValidationError<'_>) -> Option<String> {
+    let jsonschema::error::ValidationErrorKind::Not { schema } = e.kind() else {
+        return None;
+    };
+    let prop = schema.get(crate::convert::DISCRIMINATOR)?.as_str()?;
+    let known: Vec<String> = schema
+        .pointer("/not/enum")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        .collect();
+    Some(shorten(format!(
+        "{} is not a known value of the discriminator `{prop}` (known: {})",
+        e.instance(),
+        known.join(", ")
+    )))
 }
 
 /// True for the error of a property replaced by `convert` because of `readOnly`/`writeOnly`:

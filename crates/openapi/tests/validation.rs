@@ -504,3 +504,226 @@ components:
     let (_, e) = post(r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
     assert_eq!(e[0].0, "#/body/petType", "{e:?}");
 }
+
+const INHERITANCE: &str = r##"
+openapi: 3.0.3
+info: { title: Zoo, version: "1" }
+paths:
+  /pets:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/Pet" }
+      responses: { "201": { description: created } }
+  /cats-or-dogs:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema:
+              anyOf: [ { $ref: "#/components/schemas/Cat" }, { $ref: "#/components/schemas/Dog" } ]
+      responses: { "201": { description: created } }
+  /animals:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/Animal" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Pet:
+      type: object
+      required: [petType, name]
+      properties: { petType: { type: string }, name: { type: string, maxLength: 10 } }
+      discriminator:
+        propertyName: petType
+        mapping: { doggie: "#/components/schemas/Dog" }
+    Cat:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          required: [huntingSkill]
+          properties: { huntingSkill: { type: string, enum: [lazy, aggressive] } }
+    Dog:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { packSize: { type: integer, minimum: 0 } }
+    Lion:
+      allOf:
+        - $ref: "#/components/schemas/Cat"
+        - type: object
+          properties: { mane: { type: boolean } }
+    Animal:
+      type: object
+      required: [kind]
+      properties: { kind: { type: string } }
+      oneOf: [ { $ref: "#/components/schemas/Bird" }, { $ref: "#/components/schemas/Fish" } ]
+      discriminator: { propertyName: kind }
+    Bird:
+      allOf:
+        - $ref: "#/components/schemas/Animal"
+        - properties: { wings: { type: integer, const: 2 } }
+    Fish:
+      allOf:
+        - $ref: "#/components/schemas/Animal"
+        - properties: { fins: { type: integer } }
+"##;
+
+#[test]
+fn discriminator_inherited_through_all_of_selects_the_subtype() {
+    let v = OpenApiValidator::new(spec_from(INHERITANCE), true, false);
+    let post = |path: &str, b: &str| check(&v, &mut ex("POST", path, &[JSON], b));
+    // The base used directly: the value names the subtype.
+    assert_eq!(
+        post(
+            "/pets",
+            r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+        ),
+        None
+    );
+    assert_eq!(
+        post("/pets", r#"{"petType":"doggie","name":"Rex","packSize":2}"#),
+        None,
+        "explicit mapping"
+    );
+    assert_eq!(
+        post(
+            "/pets",
+            r#"{"petType":"Lion","name":"Leo","huntingSkill":"aggressive","mane":true}"#
+        ),
+        None,
+        "a subtype of a subtype"
+    );
+    // Cat's own violations, precisely (the base's too, once).
+    let (st, e) = post(
+        "/pets",
+        r#"{"petType":"Cat","name":"Tom the eleventh","huntingSkill":"sleepy"}"#,
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    let locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["#/body/name", "#/body/huntingSkill"], "{e:?}");
+    let (_, e) = post("/pets", r#"{"petType":"Cat","name":"Tom"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    // A Dog's properties are not checked against Cat: the value selects.
+    let (_, e) = post(
+        "/pets",
+        r#"{"petType":"doggie","name":"Rex","packSize":-1}"#,
+    )
+    .unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/packSize");
+    // Unknown and missing values.
+    let (_, e) = post("/pets", r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/petType");
+    assert!(
+        e[0].1
+            .contains("\"Bird\" is not a known value of the discriminator `petType`")
+            && e[0].1.contains("known: doggie, Cat, Lion"),
+        "{e:?}"
+    );
+    let (_, e) = post("/pets", r#"{"name":"Tweety"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body");
+    assert!(
+        e[0].1.contains("\"petType\" is a required property"),
+        "{e:?}"
+    );
+    let (_, e) = post("/pets", r#""Tom""#).unwrap();
+    assert_eq!(e[0].0, "#/body");
+    assert!(e[0].1.contains("not of type \"object\""), "{e:?}");
+    // A union of subtypes without a discriminator of its own inherits the base's.
+    assert_eq!(
+        post(
+            "/cats-or-dogs",
+            r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+        ),
+        None
+    );
+    let (_, e) = post(
+        "/cats-or-dogs",
+        r#"{"petType":"Cat","name":"Tom","packSize":1}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        e.len(),
+        1,
+        "only Cat's violation, not a vague anyOf one: {e:?}"
+    );
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    let (_, e) = post("/cats-or-dogs", r#"{"petType":"Lion","name":"Leo"}"#).unwrap();
+    assert_eq!(
+        e[0].0, "#/body/petType",
+        "Lion is not one of the union: {e:?}"
+    );
+    // A base with oneOf and a discriminator that its subtypes extend: no endless recursion.
+    assert_eq!(post("/animals", r#"{"kind":"Bird","wings":2}"#), None);
+    let (_, e) = post("/animals", r#"{"kind":"Bird","wings":3}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/wings");
+    let (_, e) = post("/animals", r#"{"kind":"Cow"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body/kind");
+}
+
+#[test]
+fn discriminator_in_responses_and_31() {
+    let spec = spec_from(
+        &INHERITANCE
+            .replace("openapi: 3.0.3", "openapi: 3.1.0")
+            .replace(
+                "responses: { \"201\": { description: created } }\n  /cats-or-dogs",
+                "responses:\n        \"201\": { description: created, content: { application/json: { schema: { $ref: \"#/components/schemas/Pet\" } } } }\n  /cats-or-dogs",
+            ),
+    );
+    let v = OpenApiValidator::new(spec.clone(), true, true);
+    assert_eq!(
+        check(
+            &v,
+            &mut ex(
+                "POST",
+                "/pets",
+                &[JSON],
+                r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+            )
+        ),
+        None
+    );
+    let e = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/pets",
+            &[JSON],
+            r#"{"petType":"Cat","name":"Tom"}"#,
+        ),
+    )
+    .unwrap()
+    .1;
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    let v = OpenApiValidator::new(spec.clone(), false, true);
+    let cat = r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#;
+    let mut e = ex("POST", "/pets", &[JSON], cat);
+    assert_eq!(
+        respond(&v, &mut e, 201, Some("application/json"), cat),
+        None
+    );
+    let mut e = ex("POST", "/pets", &[JSON], cat);
+    let p = respond(
+        &v,
+        &mut e,
+        201,
+        Some("application/json"),
+        r#"{"petType":"Cow","name":"Tom"}"#,
+    )
+    .unwrap();
+    assert_eq!(p["errors"][0]["location"], "#/body/petType", "{p}");
+    // The spec served under /api-docs is the original (no dispatch rewriting).
+    assert!(spec.doc.get("x-turnpike-plain").is_none());
+    assert!(spec.doc["components"]["schemas"]["Pet"]
+        .get("discriminator")
+        .is_some());
+}
