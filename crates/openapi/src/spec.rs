@@ -169,12 +169,18 @@ impl Ctx<'_> {
             match v.get("$ref").and_then(Value::as_str) {
                 Some(r) => {
                     let p = r.strip_prefix('#').unwrap_or(r);
-                    v = self
-                        .loaded
-                        .doc
-                        .pointer(p)
-                        .ok_or_else(|| self.err(&ptr, format!("`$ref: {r}` points nowhere")))?;
-                    ptr = p.to_owned();
+                    let decoded = percent_encoding::percent_decode_str(p).decode_utf8_lossy();
+                    let (found, p) = match self.loaded.doc.pointer(p) {
+                        Some(found) => (found, p.to_owned()),
+                        None => (
+                            self.loaded.doc.pointer(&decoded).ok_or_else(|| {
+                                self.err(&ptr, format!("`$ref: {r}` points nowhere"))
+                            })?,
+                            decoded.into_owned(),
+                        ),
+                    };
+                    v = found;
+                    ptr = p;
                 }
                 None => return Ok((v, ptr)),
             }

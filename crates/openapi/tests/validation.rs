@@ -727,3 +727,87 @@ fn discriminator_in_responses_and_31() {
         .get("discriminator")
         .is_some());
 }
+
+/// OpenAPI 3.1 schemas with `$id`: references relative to the `$id`, to an `$id` by its URI
+/// (absolute or relative to the document), and to an `$anchor`.
+const IDS_31: &str = r##"
+openapi: 3.1.0
+info: { title: Ids, version: "1" }
+paths:
+  /orders:
+    post:
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "https://shop.example/schemas/order" }
+      responses: { "201": { description: created } }
+  /items:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "schemas/item.json" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Order:
+      $id: https://shop.example/schemas/order
+      type: object
+      required: [id, items]
+      properties:
+        id: { $ref: "common#/$defs/Id" }
+        items: { type: array, items: { $ref: "item" } }
+        status: { $ref: "common#status" }
+    Item:
+      $id: https://shop.example/schemas/item
+      type: object
+      required: [sku]
+      properties:
+        sku: { type: string, pattern: "^[A-Z]{3}-[0-9]+$" }
+        qty: { $ref: "#/$defs/Qty" }
+      $defs:
+        Qty: { type: integer, minimum: 1 }
+    LocalItem:
+      $id: schemas/item.json
+      allOf: [ { $ref: "https://shop.example/schemas/item" } ]
+    Common:
+      $id: https://shop.example/schemas/common
+      $defs:
+        Id: { type: integer, minimum: 1 }
+        Status: { $anchor: status, enum: [open, paid] }
+"##;
+
+#[test]
+fn openapi_31_id_relative_references() {
+    let v = OpenApiValidator::new(spec_from(IDS_31), true, false);
+    let post = |path: &str, b: &str| check(&v, &mut ex("POST", path, &[JSON], b));
+    assert_eq!(
+        post(
+            "/orders",
+            r#"{"id":1,"items":[{"sku":"ABC-1","qty":2}],"status":"paid"}"#
+        ),
+        None
+    );
+    let (st, e) = post(
+        "/orders",
+        r#"{"id":0,"items":[{"sku":"abc","qty":0}],"status":"lost"}"#,
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    let mut locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    locs.sort();
+    assert_eq!(
+        locs,
+        [
+            "#/body/id",
+            "#/body/items/0/qty",
+            "#/body/items/0/sku",
+            "#/body/status"
+        ],
+        "{e:?}"
+    );
+    assert_eq!(post("/items", r#"{"sku":"XYZ-9"}"#), None);
+    let (_, e) = post("/items", r#"{"qty":1}"#).unwrap();
+    assert!(e[0].1.contains("\"sku\" is a required property"), "{e:?}");
+}
