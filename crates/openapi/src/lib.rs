@@ -10,6 +10,7 @@ pub mod convert;
 mod discriminator;
 pub mod docs;
 pub mod load;
+pub mod multipart;
 pub mod params;
 pub mod policy;
 pub mod spec;

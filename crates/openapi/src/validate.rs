@@ -7,6 +7,7 @@ use serde_json::Value;
 use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
+use crate::multipart;
 use crate::params::{self, Location, Param, Shape};
 use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
 
@@ -193,6 +194,8 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                         if let Some(v) = form {
                             schema_errors(schema, &v, "#/body", out);
                         }
+                    } else if let (Some(schema), Some(fields)) = (&media.schema, &media.parts) {
+                        multipart_body(ex, schema, fields, out);
                     } else if let (Some(schema), true) =
                         (&media.schema, ct.as_deref().is_some_and(is_json))
                     {
@@ -209,6 +212,41 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
         }
     }
     report
+}
+
+/// Parses a `multipart/form-data` body and validates the form it carries against `schema`.
+fn multipart_body(
+    ex: &Exchange,
+    schema: &Schema,
+    fields: &[multipart::Field],
+    out: &mut Vec<Violation>,
+) {
+    let ct = ex
+        .request
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let boundary = match multipart::boundary(ct) {
+        Ok(b) => b,
+        Err(e) => {
+            out.push(Violation::new("header.content-type", e.to_string()));
+            return;
+        }
+    };
+    let Some(body) = ex.request_bytes() else {
+        return;
+    };
+    match multipart::parse(body, &boundary) {
+        Ok(parts) => {
+            let v = multipart::form_value(&parts, fields, out);
+            schema_errors(schema, &v, "#/body", out);
+        }
+        Err(e) => out.push(Violation::new(
+            "#/body",
+            format!("malformed multipart body: {e}"),
+        )),
+    }
 }
 
 /// A form body (`a=1&b=x&b=y`) as a JSON object, each field read as its declared type (repeated

@@ -811,3 +811,212 @@ fn openapi_31_id_relative_references() {
     let (_, e) = post("/items", r#"{"qty":1}"#).unwrap();
     assert!(e[0].1.contains("\"sku\" is a required property"), "{e:?}");
 }
+
+const UPLOAD: &str = r##"
+openapi: 3.0.3
+info: { title: Upload, version: "1" }
+paths:
+  /upload:
+    post:
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [name, count, file]
+              properties:
+                name: { type: string, maxLength: 8 }
+                count: { type: integer, minimum: 1 }
+                ratio: { type: number }
+                public: { type: boolean }
+                tags: { type: array, items: { type: string, enum: [a, b, c] } }
+                sizes: { type: array, items: { type: integer } }
+                meta: { $ref: "#/components/schemas/Meta" }
+                file: { type: string, format: binary }
+                avatar: { type: string, format: binary }
+            encoding:
+              avatar: { contentType: "image/png, image/jpeg" }
+              file: { contentType: "application/octet-stream, text/*" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Meta:
+      type: object
+      required: [author]
+      properties: { author: { type: string }, pages: { type: integer } }
+"##;
+
+/// A multipart body of (name, content type, content) parts, with boundary `XyZ`.
+fn multipart_body(parts: &[(&str, Option<&str>, &str)]) -> String {
+    let mut b = String::from("preamble\r\n");
+    for (name, ct, content) in parts {
+        b.push_str(&format!(
+            "--XyZ\r\nContent-Disposition: form-data; name=\"{name}\""
+        ));
+        if *name == "file" || *name == "avatar" {
+            b.push_str("; filename=\"x.bin\"");
+        }
+        b.push_str("\r\n");
+        if let Some(ct) = ct {
+            b.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        b.push_str(&format!("\r\n{content}\r\n"));
+    }
+    b.push_str("--XyZ--\r\n");
+    b
+}
+
+const MULTIPART: (&str, &str) = ("content-type", "multipart/form-data; boundary=XyZ");
+
+#[test]
+fn multipart_bodies_are_validated_part_by_part() {
+    let v = OpenApiValidator::new(spec_from(UPLOAD), true, false);
+    let valid: Vec<(&str, Option<&str>, &str)> = vec![
+        ("name", None, "Ann"),
+        ("count", None, "3"),
+        ("ratio", Some("text/plain"), "0.5"),
+        ("public", None, "true"),
+        ("tags", None, "a"),
+        ("tags", None, "b"),
+        ("sizes", None, "1"),
+        ("sizes", None, "20"),
+        ("meta", Some("application/json"), r#"{"author":"Ann","pages":2}"#),
+        ("file", Some("application/octet-stream"), "\u{1}\u{2}binary"),
+        ("avatar", Some("image/png"), "PNG"),
+    ];
+    let post = |parts: &[(&str, Option<&str>, &str)]| {
+        check(
+            &v,
+            &mut ex("POST", "/upload", &[MULTIPART], &multipart_body(parts)),
+        )
+    };
+    assert_eq!(post(&valid), None);
+    // Each change of the valid form is reported at its part.
+    let with = |name: &str, part: (&'static str, Option<&'static str>, &'static str)| {
+        let mut p: Vec<_> = valid.iter().filter(|(n, _, _)| *n != name).cloned().collect();
+        p.push(part);
+        post(&p).map(|(st, e)| {
+            assert_eq!(st, 400);
+            e
+        })
+    };
+    let e = with("count", ("count", None, "many")).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/count");
+    assert!(e[0].1.contains("\"many\" is not of type \"integer\""), "{e:?}");
+    let e = with("count", ("count", None, "0")).unwrap();
+    assert_eq!(e[0].0, "#/body/count", "coerced to 0, below the minimum");
+    let e = with("public", ("public", None, "yes")).unwrap();
+    assert_eq!(e[0].0, "#/body/public");
+    let e = with("tags", ("tags", None, "z")).unwrap();
+    assert_eq!(e[0].0, "#/body/tags/0", "{e:?}");
+    // One JSON part can carry a whole array.
+    assert_eq!(
+        with("sizes", ("sizes", Some("application/json"), "[1, 2, 3]")),
+        None
+    );
+    let e = with("sizes", ("sizes", None, "x")).unwrap();
+    assert_eq!(e[0].0, "#/body/sizes/0");
+    // JSON parts: objects are JSON by default, and must match their schema.
+    assert_eq!(with("meta", ("meta", None, r#"{"author":"B"}"#)), None);
+    let e = with("meta", ("meta", Some("application/json"), r#"{"pages":"2"}"#)).unwrap();
+    let locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["#/body/meta", "#/body/meta/pages"], "{e:?}");
+    let e = with("meta", ("meta", Some("application/json"), "{nope")).unwrap();
+    assert_eq!(e[0].0, "#/body/meta");
+    assert!(e[0].1.contains("not valid JSON"), "{e:?}");
+    // The encoding's content types.
+    let e = with("avatar", ("avatar", Some("text/plain"), "hi")).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/avatar");
+    assert!(
+        e[0].1
+            .contains("Content-Type `text/plain` is not allowed here (allowed: image/png, image/jpeg)"),
+        "{e:?}"
+    );
+    assert_eq!(
+        with("file", ("file", Some("text/csv"), "a,b")),
+        None,
+        "text/* covers it"
+    );
+    let e = with("avatar", ("avatar", None, "hi")).unwrap();
+    assert!(e[0].1.contains("`text/plain`"), "the default of a part: {e:?}");
+    // Required parts, unknown parts, repeated scalars.
+    let e = with("file", ("other", None, "x")).unwrap();
+    let msgs: Vec<&str> = e.iter().map(|e| e.1.as_str()).collect();
+    assert!(
+        msgs.iter().any(|m| m.contains("\"file\" is a required property"))
+            && msgs.iter().any(|m| m.contains("other")),
+        "{e:?}"
+    );
+    assert_eq!(with("name", ("name", None, "Bo")), None);
+    let mut twice = valid.clone();
+    twice.push(("name", None, "Bob"));
+    let (_, e) = post(&twice).unwrap();
+    assert_eq!(e[0].0, "#/body/name");
+    assert!(e[0].1.contains("2 parts are named `name`"), "{e:?}");
+}
+
+#[test]
+fn malformed_multipart_bodies_are_400() {
+    let v = OpenApiValidator::new(spec_from(UPLOAD), true, false);
+    let body = multipart_body(&[("name", None, "Ann")]);
+    let (st, e) = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/upload",
+            &[("content-type", "multipart/form-data")],
+            &body,
+        ),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    assert_eq!(e[0].0, "header.content-type");
+    assert!(e[0].1.contains("`boundary`"), "{e:?}");
+    let (st, e) = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/upload",
+            &[("content-type", "multipart/form-data; boundary=\"bad<b>\"")],
+            &body,
+        ),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    assert_eq!(e[0].0, "header.content-type");
+    for bad in [
+        body.replace("--XyZ--", "--XyZ"),
+        body.replace("XyZ", "Other"),
+        body.replace("Content-Disposition: form-data; ", "Content-Disposition: attachment; "),
+    ] {
+        let (st, e) = check(&v, &mut ex("POST", "/upload", &[MULTIPART], &bad)).unwrap();
+        assert_eq!(st, 400);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].0, "#/body");
+        assert!(e[0].1.starts_with("malformed multipart body: "), "{e:?}");
+    }
+    // Another media type is still a 415.
+    let (st, _) = check(
+        &v,
+        &mut ex("POST", "/upload", &[("content-type", "text/plain")], "x"),
+    )
+    .unwrap();
+    assert_eq!(st, 415);
+}
+
+#[test]
+fn fruitshop_image_upload_is_validated() {
+    let v = OpenApiValidator::new(fruitshop(), true, false);
+    let p = "/shop/v2/products/7/image";
+    let auth = ("authorization", "Basic YTpi");
+    let ok = multipart_body(&[("file", Some("image/png"), "PNG")]);
+    assert_eq!(check(&v, &mut ex("PUT", p, &[MULTIPART, auth], &ok)), None);
+    let none = multipart_body(&[("picture", Some("image/png"), "PNG")]);
+    let (st, e) = check(&v, &mut ex("PUT", p, &[MULTIPART, auth], &none)).unwrap();
+    assert_eq!(st, 400);
+    assert!(e[0].1.contains("\"file\" is a required property"), "{e:?}");
+}
