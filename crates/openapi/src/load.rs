@@ -830,7 +830,8 @@ components:
         let d = &spec.doc;
         let s = &d["components"]["schemas"];
         assert_eq!(
-            d["paths"]["/a"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            d["paths"]["/a"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["$ref"],
             "#/components/schemas/Cat"
         );
         assert_eq!(
@@ -852,21 +853,25 @@ components:
             "#/components/schemas/Pet"
         );
         assert_eq!(
-            s["Pet"]["properties"]["tag"]["$ref"],
-            "#/components/schemas/Pet/$defs/Tag",
+            s["Pet"]["properties"]["tag"]["$ref"], "#/components/schemas/Pet/$defs/Tag",
             "`#/...` inside an `$id` is the resource's"
         );
         assert_eq!(
-            s["Pet"]["properties"]["other"]["$ref"],
-            "#/components/schemas/Item",
+            s["Pet"]["properties"]["other"]["$ref"], "#/components/schemas/Item",
             "unless the resource has no such place: then the document's"
         );
         assert_eq!(
             s["Item"]["properties"]["sub"]["$ref"],
             "#/components/schemas/Sub"
         );
-        assert!(s["Pet"].get("$id").is_none() && s["Pet"]["properties"]["name"].get("$anchor").is_none());
-        assert_eq!(s["Sub"]["examples"][0]["$id"], "not-an-id", "examples are data");
+        assert!(
+            s["Pet"].get("$id").is_none()
+                && s["Pet"]["properties"]["name"].get("$anchor").is_none()
+        );
+        assert_eq!(
+            s["Sub"]["examples"][0]["$id"], "not-an-id",
+            "examples are data"
+        );
     }
 
     #[test]

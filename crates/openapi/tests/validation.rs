@@ -882,7 +882,11 @@ fn multipart_bodies_are_validated_part_by_part() {
         ("tags", None, "b"),
         ("sizes", None, "1"),
         ("sizes", None, "20"),
-        ("meta", Some("application/json"), r#"{"author":"Ann","pages":2}"#),
+        (
+            "meta",
+            Some("application/json"),
+            r#"{"author":"Ann","pages":2}"#,
+        ),
         ("file", Some("application/octet-stream"), "\u{1}\u{2}binary"),
         ("avatar", Some("image/png"), "PNG"),
     ];
@@ -895,7 +899,11 @@ fn multipart_bodies_are_validated_part_by_part() {
     assert_eq!(post(&valid), None);
     // Each change of the valid form is reported at its part.
     let with = |name: &str, part: (&'static str, Option<&'static str>, &'static str)| {
-        let mut p: Vec<_> = valid.iter().filter(|(n, _, _)| *n != name).cloned().collect();
+        let mut p: Vec<_> = valid
+            .iter()
+            .filter(|(n, _, _)| *n != name)
+            .cloned()
+            .collect();
         p.push(part);
         post(&p).map(|(st, e)| {
             assert_eq!(st, 400);
@@ -905,7 +913,10 @@ fn multipart_bodies_are_validated_part_by_part() {
     let e = with("count", ("count", None, "many")).unwrap();
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "#/body/count");
-    assert!(e[0].1.contains("\"many\" is not of type \"integer\""), "{e:?}");
+    assert!(
+        e[0].1.contains("\"many\" is not of type \"integer\""),
+        "{e:?}"
+    );
     let e = with("count", ("count", None, "0")).unwrap();
     assert_eq!(e[0].0, "#/body/count", "coerced to 0, below the minimum");
     let e = with("public", ("public", None, "yes")).unwrap();
@@ -921,7 +932,11 @@ fn multipart_bodies_are_validated_part_by_part() {
     assert_eq!(e[0].0, "#/body/sizes/0");
     // JSON parts: objects are JSON by default, and must match their schema.
     assert_eq!(with("meta", ("meta", None, r#"{"author":"B"}"#)), None);
-    let e = with("meta", ("meta", Some("application/json"), r#"{"pages":"2"}"#)).unwrap();
+    let e = with(
+        "meta",
+        ("meta", Some("application/json"), r#"{"pages":"2"}"#),
+    )
+    .unwrap();
     let locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(locs, ["#/body/meta", "#/body/meta/pages"], "{e:?}");
     let e = with("meta", ("meta", Some("application/json"), "{nope")).unwrap();
@@ -932,8 +947,9 @@ fn multipart_bodies_are_validated_part_by_part() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, "#/body/avatar");
     assert!(
-        e[0].1
-            .contains("Content-Type `text/plain` is not allowed here (allowed: image/png, image/jpeg)"),
+        e[0].1.contains(
+            "Content-Type `text/plain` is not allowed here (allowed: image/png, image/jpeg)"
+        ),
         "{e:?}"
     );
     assert_eq!(
@@ -942,12 +958,16 @@ fn multipart_bodies_are_validated_part_by_part() {
         "text/* covers it"
     );
     let e = with("avatar", ("avatar", None, "hi")).unwrap();
-    assert!(e[0].1.contains("`text/plain`"), "the default of a part: {e:?}");
+    assert!(
+        e[0].1.contains("`text/plain`"),
+        "the default of a part: {e:?}"
+    );
     // Required parts, unknown parts, repeated scalars.
     let e = with("file", ("other", None, "x")).unwrap();
     let msgs: Vec<&str> = e.iter().map(|e| e.1.as_str()).collect();
     assert!(
-        msgs.iter().any(|m| m.contains("\"file\" is a required property"))
+        msgs.iter()
+            .any(|m| m.contains("\"file\" is a required property"))
             && msgs.iter().any(|m| m.contains("other")),
         "{e:?}"
     );
@@ -991,7 +1011,10 @@ fn malformed_multipart_bodies_are_400() {
     for bad in [
         body.replace("--XyZ--", "--XyZ"),
         body.replace("XyZ", "Other"),
-        body.replace("Content-Disposition: form-data; ", "Content-Disposition: attachment; "),
+        body.replace(
+            "Content-Disposition: form-data; ",
+            "Content-Disposition: attachment; ",
+        ),
     ] {
         let (st, e) = check(&v, &mut ex("POST", "/upload", &[MULTIPART], &bad)).unwrap();
         assert_eq!(st, 400);
