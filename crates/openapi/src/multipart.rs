@@ -42,7 +42,10 @@ pub fn range_covers(range: &str, essence: &str) -> bool {
 /// array property as an array); violations of the parts themselves (a Content-Type the
 /// `encoding` does not allow, invalid JSON, a repeated scalar) go to `out`.
 pub fn form_value(parts: &[Part<'_>], fields: &[Field], out: &mut Vec<Violation>) -> Value {
-    let mut values: Vec<(&str, Option<&Field>, Vec<(Value, bool)>)> = Vec::new();
+    // Per name, in order of first appearance: its field, and each part's value (and whether it
+    // was read as JSON).
+    type Values<'p> = Vec<(&'p str, Option<&'p Field>, Vec<(Value, bool)>)>;
+    let mut values: Values<'_> = Vec::new();
     for p in parts {
         let field = fields.iter().find(|f| f.name == p.name);
         let ct = p
