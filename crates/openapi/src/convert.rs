@@ -32,6 +32,37 @@ pub enum Direction {
 /// error can say why.
 pub const FORBIDDEN: &str = "x-turnpike-forbidden";
 
+/// Marks the check of a discriminator's value (the schema inside a `not`), so that the
+/// validator's error can name the discriminating property and its known values.
+pub const DISCRIMINATOR: &str = "x-turnpike-discriminator";
+
+/// The key of a converted document's root under which "plain" copies of schemas with a
+/// `discriminator` are kept: the schema without its dispatch, which is what a subtype's
+/// `allOf: [{$ref: Base}]` means (the dispatch there would lead back to the subtype forever).
+pub const PLAIN: &str = "x-turnpike-plain";
+
+/// Characters escaped in a JSON pointer used as a URI fragment.
+pub(crate) const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'%')
+    .add(b'[')
+    .add(b']')
+    .add(b'#');
+
+/// `#` and the JSON pointer `ptr`, percent-encoded where a URI fragment needs it.
+pub(crate) fn fragment_ref(ptr: &str) -> String {
+    format!("#{}", percent_encoding::utf8_percent_encode(ptr, FRAGMENT))
+}
+
 const SCHEMA_MAPS: &[&str] = &[
     "properties",
     "patternProperties",
@@ -57,8 +88,9 @@ const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items
 /// Converts every schema of `doc` (found from the `schema` members of parameters, media types and
 /// headers, from `components.schemas`, and from the references between them) in place.
 pub fn convert_doc(doc: &mut Value, version: Version, dir: Direction) {
-    let orig = doc.clone();
     let mut work: Vec<String> = Vec::new();
+    crate::discriminator::restructure(doc, &mut work);
+    let orig = doc.clone();
     find_schema_sites(doc, &mut String::new(), &mut work);
     let mut seen: HashSet<String> = HashSet::new();
     while let Some(ptr) = work.pop() {
@@ -176,8 +208,9 @@ fn apply_formats(m: &mut Map<String, Value>) {
 /// `oneOf`/`anyOf` of `$ref`s with a `discriminator`: the discriminating property selects the
 /// one schema to validate against (explicit `mapping`, else the schema's name), instead of
 /// trying every alternative. Becomes `allOf` of "the property is present and one of the known
-/// values" and one `if: {property: value} then: {$ref}` per value.
+/// values" and one `if: {property: value} then: {$ref}` per value (see [`crate::discriminator`]).
 fn apply_discriminator(m: &mut Map<String, Value>) {
+    use crate::discriminator::{dispatch, mapping_pointer, ref_alternatives};
     let Some(prop) = m
         .get("discriminator")
         .and_then(|d| d.get("propertyName"))
@@ -186,55 +219,31 @@ fn apply_discriminator(m: &mut Map<String, Value>) {
     else {
         return;
     };
-    let Some(key) = ["oneOf", "anyOf"]
-        .into_iter()
-        .find(|k| m.get(*k).is_some_and(Value::is_array))
-    else {
+    let Some((key, targets)) = ref_alternatives(m) else {
         return;
     };
-    let refs: Option<Vec<String>> = m
-        .get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|s| s.get("$ref").and_then(Value::as_str).map(str::to_owned))
-                .collect()
-        })
-        .and_then(|v: Vec<Option<String>>| v.into_iter().collect());
-    let Some(refs) = refs else { return };
     let mut pairs: Vec<(String, String)> = Vec::new();
     if let Some(Value::Object(mapping)) = m.get("discriminator").and_then(|d| d.get("mapping")) {
         for (value, target) in mapping {
-            let Some(t) = target.as_str() else { continue };
-            let r = if t.contains('#') || t.contains('/') {
-                t.to_owned()
-            } else {
-                format!("#/components/schemas/{t}")
-            };
-            pairs.push((value.clone(), r));
+            if let Some(p) = target.as_str().and_then(mapping_pointer) {
+                pairs.push((value.clone(), p));
+            }
         }
     }
-    for r in &refs {
-        if !pairs.iter().any(|(_, t)| t == r) {
-            let name = r.rsplit('/').next().unwrap_or(r).to_owned();
-            pairs.push((name, r.clone()));
+    for t in targets {
+        if !pairs.iter().any(|(_, p)| *p == t) {
+            let name = t.rsplit('/').next().unwrap_or(&t);
+            pairs.push((name.replace("~1", "/").replace("~0", "~"), t.clone()));
         }
     }
     m.remove(key);
-    let values: Vec<Value> = pairs
-        .iter()
-        .map(|(v, _)| Value::String(v.clone()))
-        .collect();
-    let mut all = vec![serde_json::json!({
-        "required": [prop],
-        "properties": { prop.clone(): { "enum": values } }
-    })];
-    for (value, r) in pairs {
-        all.push(serde_json::json!({
-            "if": { "properties": { prop.clone(): { "const": value } }, "required": [prop] },
-            "then": { "$ref": r }
-        }));
-    }
+    let all = dispatch(
+        &prop,
+        pairs
+            .into_iter()
+            .map(|(v, p)| (v, serde_json::json!({ "$ref": fragment_ref(&p) })))
+            .collect(),
+    );
     match m.get_mut("allOf") {
         Some(Value::Array(a)) => a.extend(all),
         _ => {
@@ -387,8 +396,12 @@ mod tests {
         let p = &doc["components"]["schemas"]["Pet"];
         assert!(p.get("oneOf").is_none());
         assert_eq!(
-            p["allOf"][0]["properties"]["petType"]["enum"],
+            p["allOf"][0]["properties"]["petType"]["not"]["not"]["enum"],
             json!(["dog", "Cat"])
+        );
+        assert_eq!(
+            p["allOf"][0]["properties"]["petType"]["not"][DISCRIMINATOR],
+            "petType"
         );
         assert_eq!(p["allOf"][1]["then"]["$ref"], "#/components/schemas/Dog");
         assert_eq!(p["allOf"][2]["if"]["properties"]["petType"]["const"], "Cat");

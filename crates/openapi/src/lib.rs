@@ -7,8 +7,10 @@
 //! step → `docs` serves `/api-docs`.
 
 pub mod convert;
+mod discriminator;
 pub mod docs;
 pub mod load;
+pub mod multipart;
 pub mod params;
 pub mod policy;
 pub mod spec;

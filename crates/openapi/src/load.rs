@@ -164,35 +164,97 @@ pub fn load(source: &Source) -> Result<LoadedSpec, SpecError> {
         message: m,
     })?;
     let root = parse(source, &text)?;
+    // `$id` and `$anchor` are schema keywords of 3.1 (JSON Schema 2020-12) only.
+    let ids = root
+        .value
+        .get("openapi")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.starts_with("3.1"));
     let mut docs = vec![root];
-    let mut index: HashMap<Source, usize> = HashMap::new();
-    index.insert(source.clone(), 0);
-    let mut i = 0;
-    while i < docs.len() {
-        let mut value = std::mem::take(&mut docs[i].value);
-        let src = docs[i].source.clone();
-        let mut pending = Vec::new();
-        let result = rewrite_refs(
-            &mut value,
-            i,
-            &src,
-            &mut index,
-            &mut pending,
-            &mut String::new(),
-        );
-        docs[i].value = value;
-        result.map_err(|(key, m)| SpecError {
-            at: format!("{src}: {key}"),
-            message: m,
-        })?;
-        for s in pending {
-            let text = read(&s).map_err(|m| SpecError {
-                at: format!("{src}"),
+    let mut by_source: HashMap<Source, usize> = HashMap::new();
+    by_source.insert(source.clone(), 0);
+    let mut index = Index::default();
+    let mut sites: Vec<RefSite> = Vec::new();
+    let mut scanned = 0;
+    loop {
+        while scanned < docs.len() {
+            let doc = &docs[scanned];
+            let base = source_uri(&doc.source);
+            index
+                .resources
+                .entry(base.clone())
+                .or_insert((scanned, String::new()));
+            let mut scan = Scan {
+                doc: scanned,
+                ids,
+                index: &mut index,
+                sites: &mut sites,
+            };
+            scan.walk(
+                &doc.value,
+                &base,
+                false,
+                false,
+                &mut String::new(),
+                &mut String::new(),
+            )
+            .map_err(|(key, m)| SpecError {
+                at: format!("{}: {key}", doc.source),
                 message: m,
             })?;
-            docs.push(parse(&s, &text)?);
+            scanned += 1;
         }
-        i += 1;
+        // References to no known document or `$id` are files or URLs to read. Those written
+        // relative to a document come first: an absolute URI, or one inside a schema with an
+        // `$id`, may be the `$id` of a schema in a file still to be read.
+        let unknown: Vec<&RefSite> = sites
+            .iter()
+            .filter(|s| !index.resources.contains_key(&s.target))
+            .collect();
+        let first: Vec<&RefSite> = match unknown.iter().any(|s| !s.deferred) {
+            true => unknown.into_iter().filter(|s| !s.deferred).collect(),
+            false => unknown,
+        };
+        let mut pending: Vec<(Source, usize)> = Vec::new();
+        for site in first {
+            let from = &docs[site.doc].source;
+            let src = uri_source(&site.target).map_err(|m| SpecError {
+                at: format!("{from}: {}", site.key),
+                message: format!("`{}`: {m}", site.text),
+            })?;
+            if !by_source.contains_key(&src) {
+                by_source.insert(src.clone(), docs.len() + pending.len());
+                pending.push((src, site.doc));
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        for (src, from) in pending {
+            let text = read(&src).map_err(|m| SpecError {
+                at: format!("{}", docs[from].source),
+                message: m,
+            })?;
+            let doc = parse(&src, &text)?;
+            docs.push(doc);
+        }
+    }
+    for site in &sites {
+        let (doc, ptr) = index.target(site, &docs).map_err(|m| SpecError {
+            at: format!("{}: {}", docs[site.doc].source, site.key),
+            message: format!("`{}`: {m}", site.text),
+        })?;
+        let r = if doc == 0 {
+            format!("#{ptr}")
+        } else {
+            format!("#/{BUNDLED}/{}{ptr}", doc - 1)
+        };
+        if let Some(slot) = docs[site.doc].value.pointer_mut(&site.ptr) {
+            *slot = Value::String(r);
+        }
+    }
+    for d in &mut docs {
+        drop_ids(&mut d.value, false);
     }
     let mut iter = docs.into_iter();
     let Some(first) = iter.next() else {
@@ -273,96 +335,322 @@ fn parse(source: &Source, text: &str) -> Result<RawDoc, SpecError> {
     })
 }
 
-/// Rewrites every `$ref` of document `doc` to a reference inside the bundled root; files not yet
-/// known are numbered and queued in `pending`.
-fn rewrite_refs(
-    v: &mut Value,
+/// Keys whose values are data (examples, constants), where `$id` and `$anchor` are no keywords.
+const LITERAL: &[&str] = &["example", "examples", "enum", "const", "default"];
+
+/// A reference found in a document: a `$ref`, or a `discriminator.mapping` value that is a URI
+/// reference rather than a schema name.
+#[derive(Debug)]
+struct RefSite {
+    /// The document it is in.
     doc: usize,
-    src: &Source,
-    index: &mut HashMap<Source, usize>,
-    pending: &mut Vec<Source>,
-    key: &mut String,
-) -> Result<(), (String, String)> {
+    /// The JSON pointer of the string, to rewrite.
+    ptr: String,
+    /// The key path for messages (`paths./a.get.$ref`).
+    key: String,
+    /// As written.
+    text: String,
+    /// The absolute URI it points to, without the fragment (normalized).
+    target: String,
+    /// The fragment as written (a JSON pointer, an anchor name, or none).
+    fragment: Option<String>,
+    /// Absolute, or inside a schema with an `$id`: it may name an `$id` not read yet, so it is
+    /// read as a file or URL only when nothing else is left to read.
+    deferred: bool,
+}
+
+/// What the references of the loaded documents can point to.
+#[derive(Debug, Default)]
+struct Index {
+    /// The URI of each document and of each schema with an `$id` → (document, JSON pointer).
+    resources: HashMap<String, (usize, String)>,
+    /// (URI of the enclosing resource, `$anchor` name) → (document, JSON pointer).
+    anchors: HashMap<(String, String), (usize, String)>,
+}
+
+impl Index {
+    /// The document and JSON pointer a reference points to.
+    fn target(&self, site: &RefSite, docs: &[RawDoc]) -> Result<(usize, String), String> {
+        let (doc, base) = self
+            .resources
+            .get(&site.target)
+            .ok_or_else(|| format!("`{}` was not read", site.target))?;
+        match site.fragment.as_deref() {
+            None | Some("") => Ok((*doc, base.clone())),
+            Some(f) if f.starts_with('/') => {
+                let decoded = percent_encoding::percent_decode_str(f).decode_utf8_lossy();
+                let value = &docs[*doc].value;
+                if !base.is_empty()
+                    && value.pointer(&format!("{base}{decoded}")).is_none()
+                    && value.pointer(&decoded).is_some()
+                {
+                    // `#/components/...` inside a schema with an `$id` means the resource's
+                    // own root in JSON Schema, but is commonly meant as the document's: it is
+                    // taken so when the resource has no such place.
+                    return Ok((*doc, f.to_owned()));
+                }
+                Ok((*doc, format!("{base}{f}")))
+            }
+            Some(name) => {
+                let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+                self.anchors
+                    .get(&(site.target.clone(), name.clone().into_owned()))
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "no `$anchor: {name}` in `{}` (fragments are JSON pointers, `#/...`, or 3.1 anchors)",
+                            site.target
+                        )
+                    })
+            }
+        }
+    }
+}
+
+/// Collects the references, `$id`s and `$anchor`s of one document.
+struct Scan<'a> {
+    doc: usize,
+    ids: bool,
+    index: &'a mut Index,
+    sites: &'a mut Vec<RefSite>,
+}
+
+impl Scan<'_> {
+    /// `base`: the URI references resolve against; `in_id`: inside a schema with an `$id`;
+    /// `literal`: inside example data.
+    fn walk(
+        &mut self,
+        v: &Value,
+        base: &str,
+        in_id: bool,
+        literal: bool,
+        ptr: &mut String,
+        key: &mut String,
+    ) -> Result<(), (String, String)> {
+        match v {
+            Value::Object(m) => {
+                let mut base = std::borrow::Cow::Borrowed(base);
+                let mut in_id = in_id;
+                if self.ids && !literal {
+                    if let Some(Value::String(id)) = m.get("$id") {
+                        match id.strip_prefix('#') {
+                            // A draft-7 style `$id: "#name"` is an anchor.
+                            Some(name) if !name.is_empty() => {
+                                self.anchor(&base, name, ptr);
+                            }
+                            Some(_) => {}
+                            None => {
+                                let uri = resolve(id, &base)
+                                    .map_err(|m| (key.clone(), format!("`$id: {id}`: {m}")))?;
+                                let uri = uri.split('#').next().unwrap_or("").to_owned();
+                                self.index
+                                    .resources
+                                    .entry(uri.clone())
+                                    .or_insert((self.doc, ptr.clone()));
+                                base = std::borrow::Cow::Owned(uri);
+                                in_id = true;
+                            }
+                        }
+                    }
+                    for k in ["$anchor", "$dynamicAnchor"] {
+                        if let Some(Value::String(name)) = m.get(k) {
+                            self.anchor(&base, name, ptr);
+                        }
+                    }
+                }
+                for (k, child) in m {
+                    let (plen, klen) = (ptr.len(), key.len());
+                    ptr.push('/');
+                    ptr.push_str(&crate::convert::escape(k));
+                    if !key.is_empty() {
+                        key.push('.');
+                    }
+                    key.push_str(k);
+                    if let ("$ref", Value::String(r)) = (k.as_str(), child) {
+                        self.site(r, &base, in_id, ptr, key)?;
+                    } else {
+                        if let ("discriminator", Value::Object(d)) = (k.as_str(), child) {
+                            if !literal {
+                                self.mapping(d, &base, in_id, ptr, key)?;
+                            }
+                        }
+                        let literal = literal || LITERAL.contains(&k.as_str());
+                        self.walk(child, &base, in_id, literal, ptr, key)?;
+                    }
+                    ptr.truncate(plen);
+                    key.truncate(klen);
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    let (plen, klen) = (ptr.len(), key.len());
+                    ptr.push('/');
+                    ptr.push_str(&i.to_string());
+                    key.push_str(&format!("[{i}]"));
+                    self.walk(child, base, in_id, literal, ptr, key)?;
+                    ptr.truncate(plen);
+                    key.truncate(klen);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The `mapping` values of a discriminator that are URI references (not schema names).
+    fn mapping(
+        &mut self,
+        d: &serde_json::Map<String, Value>,
+        base: &str,
+        in_id: bool,
+        ptr: &str,
+        key: &str,
+    ) -> Result<(), (String, String)> {
+        if !d.get("propertyName").is_some_and(Value::is_string) {
+            return Ok(());
+        }
+        let Some(Value::Object(mapping)) = d.get("mapping") else {
+            return Ok(());
+        };
+        for (value, t) in mapping {
+            let Value::String(t) = t else { continue };
+            if !t.contains(['/', '#', ':']) {
+                continue; // a schema name
+            }
+            let p = format!("{ptr}/mapping/{}", crate::convert::escape(value));
+            let k = format!("{key}.mapping.{value}");
+            self.site(t, base, in_id, &p, &k)?;
+        }
+        Ok(())
+    }
+
+    fn anchor(&mut self, base: &str, name: &str, ptr: &str) {
+        self.index
+            .anchors
+            .entry((base.to_owned(), name.to_owned()))
+            .or_insert((self.doc, ptr.to_owned()));
+    }
+
+    fn site(
+        &mut self,
+        r: &str,
+        base: &str,
+        in_id: bool,
+        ptr: &str,
+        key: &str,
+    ) -> Result<(), (String, String)> {
+        let (target, fragment) = match r.split_once('#') {
+            Some(("", frag)) => (base.to_owned(), Some(frag.to_owned())),
+            other => {
+                let uri = resolve(r, base).map_err(|m| (key.to_owned(), format!("`{r}`: {m}")))?;
+                let target = uri.split('#').next().unwrap_or("").to_owned();
+                (target, other.map(|(_, f)| f.to_owned()))
+            }
+        };
+        self.sites.push(RefSite {
+            doc: self.doc,
+            ptr: ptr.to_owned(),
+            key: key.to_owned(),
+            text: r.to_owned(),
+            target,
+            fragment,
+            deferred: in_id || has_scheme(r),
+        });
+        Ok(())
+    }
+}
+
+/// Removes the `$id` and `$anchor` keywords (outside example data), which the references no
+/// longer need.
+fn drop_ids(v: &mut Value, literal: bool) {
     match v {
         Value::Object(m) => {
-            for (k, child) in m.iter_mut() {
-                let len = key.len();
-                if !key.is_empty() {
-                    key.push('.');
+            if !literal {
+                if m.get("$id").is_some_and(Value::is_string) {
+                    m.remove("$id");
                 }
-                key.push_str(k);
-                if k == "$ref" {
-                    if let Value::String(r) = child {
-                        *r = rewrite_one(r, doc, src, index, pending)
-                            .map_err(|m| (key.clone(), m))?;
-                    }
-                } else {
-                    rewrite_refs(child, doc, src, index, pending, key)?;
+                if m.get("$anchor").is_some_and(Value::is_string) {
+                    m.remove("$anchor");
                 }
-                key.truncate(len);
+            }
+            for (k, c) in m.iter_mut() {
+                drop_ids(c, literal || LITERAL.contains(&k.as_str()));
             }
         }
-        Value::Array(a) => {
-            for (i, child) in a.iter_mut().enumerate() {
-                let len = key.len();
-                key.push_str(&format!("[{i}]"));
-                rewrite_refs(child, doc, src, index, pending, key)?;
-                key.truncate(len);
-            }
-        }
+        Value::Array(a) => a.iter_mut().for_each(|c| drop_ids(c, literal)),
         _ => {}
     }
-    Ok(())
 }
 
-fn rewrite_one(
-    r: &str,
-    doc: usize,
-    src: &Source,
-    index: &mut HashMap<Source, usize>,
-    pending: &mut Vec<Source>,
-) -> Result<String, String> {
-    let (file, frag) = match r.split_once('#') {
-        Some((f, frag)) => (f, frag),
-        None => (r, ""),
-    };
-    let target = if file.is_empty() {
-        doc
-    } else {
-        let s = resolve_relative(src, file)?;
-        match index.get(&s) {
-            Some(&n) => n,
-            None => {
-                let n = index.len();
-                index.insert(s.clone(), n);
-                pending.push(s);
-                n
+fn has_scheme(r: &str) -> bool {
+    r.split_once(':').is_some_and(|(s, _)| {
+        !s.is_empty()
+            && s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
+}
+
+/// Characters percent-encoded when a file path or a reference as written becomes a URI.
+const URI_ESCAPE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// Resolves the URI reference `r` against the absolute URI `base`; the result is normalized.
+fn resolve(r: &str, base: &str) -> Result<String, String> {
+    let escaped = percent_encoding::utf8_percent_encode(r, URI_ESCAPE).to_string();
+    let reference = fluent_uri::UriRef::parse(escaped.as_str())
+        .map_err(|e| format!("not a URI reference: {e}"))?;
+    let base = fluent_uri::Uri::parse(base).map_err(|e| format!("invalid base URI: {e}"))?;
+    let uri = reference
+        .resolve_against(&base)
+        .map_err(|e| format!("cannot be resolved against `{base}`: {e}"))?;
+    Ok(uri.normalize().as_str().to_owned())
+}
+
+/// The URI of a document: its URL, or the `file://` URI of its absolute path (normalized).
+fn source_uri(s: &Source) -> String {
+    let raw = match s {
+        Source::Url(u) => u.split('#').next().unwrap_or("").to_owned(),
+        Source::File(p) => {
+            let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+            let path = abs.to_string_lossy().replace('\\', "/");
+            let path = percent_encoding::utf8_percent_encode(&path, URI_ESCAPE)
+                .to_string()
+                .replace('#', "%23")
+                .replace('?', "%3F");
+            if path.starts_with('/') {
+                format!("file://{path}")
+            } else {
+                format!("file:///{path}")
             }
         }
     };
-    if !frag.is_empty() && !frag.starts_with('/') {
-        return Err(format!(
-            "`{r}`: only JSON-pointer fragments (`#/...`) are supported"
-        ));
+    match fluent_uri::Uri::parse(raw.as_str()) {
+        Ok(u) => u.normalize().as_str().to_owned(),
+        Err(_) => raw,
     }
-    Ok(if target == 0 {
-        format!("#{frag}")
-    } else {
-        format!("#/{BUNDLED}/{}{frag}", target - 1)
-    })
 }
 
-fn resolve_relative(src: &Source, file: &str) -> Result<Source, String> {
-    if file.starts_with("http://") || file.starts_with("https://") {
-        return Ok(Source::Url(file.to_owned()));
+/// The file or URL an absolute URI names.
+fn uri_source(uri: &str) -> Result<Source, String> {
+    if let Some(path) = uri.strip_prefix("file://") {
+        let path = path.strip_prefix("localhost").unwrap_or(path);
+        let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+        return Ok(Source::File(PathBuf::from(path.as_ref())));
     }
-    Ok(match src {
-        Source::File(p) => Source::File(p.parent().unwrap_or(Path::new(".")).join(file)),
-        Source::Url(u) => {
-            let base = u.rsplit_once('/').map_or(u.as_str(), |(b, _)| b);
-            Source::Url(format!("{base}/{file}"))
-        }
-    })
+    if uri.starts_with("http://") || uri.starts_with("https://") {
+        return Ok(Source::Url(uri.to_owned()));
+    }
+    Err("names no `$id` of the spec, and is neither a file nor an http(s) URL".into())
 }
 
 /// Fetches an `http://` or `https://` URL (load time only: 10 s timeout, 16 MB at most).
@@ -479,5 +767,171 @@ mod tests {
             ["/specs/main.yaml", "/specs/common.yaml"]
         );
         assert!(fetch(&format!("http://127.0.0.1:{port}/gone")).is_err());
+    }
+
+    fn load_str(dir: &Path, files: &[(&str, &str)]) -> Result<LoadedSpec, SpecError> {
+        for (name, text) in files {
+            let p = dir.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
+            std::fs::write(p, text).unwrap();
+        }
+        load(&Source::File(dir.join(files[0].0)))
+    }
+
+    #[test]
+    fn refs_to_ids_and_anchors_resolve_inside_the_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = load_str(
+            dir.path(),
+            &[(
+                "api.yaml",
+                r##"openapi: 3.1.0
+paths:
+  /a:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: 'https://example.com/schemas/cat'}
+          application/xml:
+            schema: {$ref: 'schemas/item.json'}
+components:
+  schemas:
+    Pet:
+      $id: https://example.com/schemas/pet
+      properties:
+        name: {$anchor: petName, type: string}
+        self: {$ref: '#'}
+        tag: {$ref: '#/$defs/Tag'}
+        other: {$ref: '#/components/schemas/Item'}
+      $defs:
+        Tag: {type: string}
+    Cat:
+      $id: https://example.com/schemas/cat
+      allOf:
+        - $ref: pet
+        - properties:
+            nick: {$ref: 'pet#petName'}
+            tag: {$ref: 'pet#/$defs/Tag'}
+    Item:
+      $id: schemas/item.json
+      properties:
+        sub: {$ref: 'sub.json'}
+    Sub:
+      $id: schemas/sub.json
+      type: integer
+      examples: [{$id: not-an-id}]
+"##,
+            )],
+        )
+        .unwrap();
+        let d = &spec.doc;
+        let s = &d["components"]["schemas"];
+        assert_eq!(
+            d["paths"]["/a"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["$ref"],
+            "#/components/schemas/Cat"
+        );
+        assert_eq!(
+            d["paths"]["/a"]["post"]["requestBody"]["content"]["application/xml"]["schema"]["$ref"],
+            "#/components/schemas/Item",
+            "relative to the document's URI"
+        );
+        assert_eq!(s["Cat"]["allOf"][0]["$ref"], "#/components/schemas/Pet");
+        assert_eq!(
+            s["Cat"]["allOf"][1]["properties"]["nick"]["$ref"],
+            "#/components/schemas/Pet/properties/name"
+        );
+        assert_eq!(
+            s["Cat"]["allOf"][1]["properties"]["tag"]["$ref"],
+            "#/components/schemas/Pet/$defs/Tag"
+        );
+        assert_eq!(
+            s["Pet"]["properties"]["self"]["$ref"],
+            "#/components/schemas/Pet"
+        );
+        assert_eq!(
+            s["Pet"]["properties"]["tag"]["$ref"], "#/components/schemas/Pet/$defs/Tag",
+            "`#/...` inside an `$id` is the resource's"
+        );
+        assert_eq!(
+            s["Pet"]["properties"]["other"]["$ref"], "#/components/schemas/Item",
+            "unless the resource has no such place: then the document's"
+        );
+        assert_eq!(
+            s["Item"]["properties"]["sub"]["$ref"],
+            "#/components/schemas/Sub"
+        );
+        assert!(
+            s["Pet"].get("$id").is_none()
+                && s["Pet"]["properties"]["name"].get("$anchor").is_none()
+        );
+        assert_eq!(
+            s["Sub"]["examples"][0]["$id"], "not-an-id",
+            "examples are data"
+        );
+    }
+
+    #[test]
+    fn ids_in_other_files_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        // The root names a schema by the `$id` it has in a file it also references by path:
+        // nothing is fetched.
+        let spec = load_str(
+            dir.path(),
+            &[
+                (
+                    "api.yaml",
+                    "openapi: 3.1.0\ncomponents:\n  schemas:\n    A: {$ref: 'https://example.com/b'}\n    All: {$ref: 'defs/common.yaml'}\n    D:\n      discriminator:\n        propertyName: k\n        mapping: {b: 'https://example.com/b', c: C}\n",
+                ),
+                (
+                    "defs/common.yaml",
+                    "B:\n  $id: https://example.com/b\n  type: string\n",
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            spec.doc["components"]["schemas"]["A"]["$ref"],
+            "#/x-turnpike-bundled/0/B"
+        );
+        assert_eq!(
+            spec.doc["components"]["schemas"]["D"]["discriminator"]["mapping"],
+            serde_json::json!({"b": "#/x-turnpike-bundled/0/B", "c": "C"})
+        );
+        assert!(spec.doc[BUNDLED][0]["B"].get("$id").is_none());
+        let e = load_str(
+            dir.path(),
+            &[(
+                "urn.yaml",
+                "openapi: 3.1.0\ncomponents:\n  schemas:\n    A: {$ref: 'urn:example:nothing'}\n",
+            )],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("components.schemas.A.$ref"), "{e}");
+        assert!(e.message.contains("names no `$id`"), "{e}");
+        let e = load_str(
+            dir.path(),
+            &[(
+                "anchor.yaml",
+                "openapi: 3.1.0\ncomponents:\n  schemas:\n    A: {$ref: '#nowhere'}\n",
+            )],
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no `$anchor: nowhere`"), "{e}");
+        // 3.0 has no `$id`: references resolve against the document, and the keyword goes.
+        let spec = load_str(
+            dir.path(),
+            &[(
+                "v30.yaml",
+                "openapi: 3.0.3\ncomponents:\n  schemas:\n    A:\n      $id: https://example.com/a\n      properties: {b: {$ref: '#/components/schemas/B'}}\n    B: {type: string}\n",
+            )],
+        )
+        .unwrap();
+        let a = &spec.doc["components"]["schemas"]["A"];
+        assert!(a.get("$id").is_none());
+        assert_eq!(a["properties"]["b"]["$ref"], "#/components/schemas/B");
     }
 }

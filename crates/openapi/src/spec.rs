@@ -35,6 +35,9 @@ pub struct Media {
     /// For `application/x-www-form-urlencoded` with a schema: how each field is read (fields
     /// not listed are strings).
     pub form: Option<Vec<(String, crate::params::Shape)>>,
+    /// For `multipart/form-data` with a schema: how each part is read (parts not listed are
+    /// strings, or JSON when their Content-Type says so).
+    pub parts: Option<Vec<crate::multipart::Field>>,
 }
 
 /// A request body declaration.
@@ -132,23 +135,6 @@ pub enum Found<'a> {
     NoMethod(&'a PathItem),
 }
 
-/// Characters escaped in a JSON pointer used as a URI fragment.
-const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'<')
-    .add(b'>')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'%')
-    .add(b'[')
-    .add(b']')
-    .add(b'#');
-
 const METHODS: &[(&str, Method)] = &[
     ("get", Method::GET),
     ("put", Method::PUT),
@@ -186,12 +172,18 @@ impl Ctx<'_> {
             match v.get("$ref").and_then(Value::as_str) {
                 Some(r) => {
                     let p = r.strip_prefix('#').unwrap_or(r);
-                    v = self
-                        .loaded
-                        .doc
-                        .pointer(p)
-                        .ok_or_else(|| self.err(&ptr, format!("`$ref: {r}` points nowhere")))?;
-                    ptr = p.to_owned();
+                    let decoded = percent_encoding::percent_decode_str(p).decode_utf8_lossy();
+                    let (found, p) = match self.loaded.doc.pointer(p) {
+                        Some(found) => (found, p.to_owned()),
+                        None => (
+                            self.loaded.doc.pointer(&decoded).ok_or_else(|| {
+                                self.err(&ptr, format!("`$ref: {r}` points nowhere"))
+                            })?,
+                            decoded.into_owned(),
+                        ),
+                    };
+                    v = found;
+                    ptr = p;
                 }
                 None => return Ok((v, ptr)),
             }
@@ -209,8 +201,7 @@ impl Ctx<'_> {
         // index (and, during load, copy) all of it for every validator.
         let mut root = slim_doc(doc, ptr);
         if let Value::Object(m) = &mut root {
-            let frag = percent_encoding::utf8_percent_encode(ptr, FRAGMENT);
-            m.insert("$ref".into(), Value::String(format!("#{frag}")));
+            m.insert("$ref".into(), Value::String(convert::fragment_ref(ptr)));
         }
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
@@ -504,10 +495,20 @@ fn compile_media(
                 }
                 _ => None,
             };
+            let parts = match (range.as_str(), m.get("schema")) {
+                ("multipart/form-data", Some(sv)) => Some(multipart_fields(
+                    ctx,
+                    sv,
+                    &format!("{mptr}/schema"),
+                    m.get("encoding"),
+                )?),
+                _ => None,
+            };
             out.push(Media {
                 range,
                 schema,
                 form,
+                parts,
             });
         }
     }
@@ -544,6 +545,90 @@ fn form_fields(
             };
             out.push((name.clone(), shape));
         }
+    }
+    Ok(out)
+}
+
+/// The properties of a schema (following `$ref`s, and through `allOf`): name, schema and pointer.
+fn properties<'v>(
+    ctx: &'v Ctx<'_>,
+    schema: &'v Value,
+    ptr: &str,
+    out: &mut Vec<(String, &'v Value, String)>,
+    depth: usize,
+) -> Result<(), SpecError> {
+    if depth > 16 {
+        return Ok(());
+    }
+    let (s, sptr) = ctx.resolve(schema, ptr.to_owned())?;
+    if let Some(Value::Object(props)) = s.get("properties") {
+        for (name, p) in props {
+            if !out.iter().any(|(n, _, _)| n == name) {
+                let pptr = format!("{sptr}/properties/{}", convert::escape(name));
+                out.push((name.clone(), p, pptr));
+            }
+        }
+    }
+    if let Some(Value::Array(all)) = s.get("allOf") {
+        for (i, sub) in all.iter().enumerate() {
+            properties(ctx, sub, &format!("{sptr}/allOf/{i}"), out, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// How the parts of a `multipart/form-data` body are read: the types of the schema's
+/// properties, and the `contentType` of the media type's `encoding` entries.
+fn multipart_fields(
+    ctx: &Ctx<'_>,
+    schema: &Value,
+    ptr: &str,
+    encoding: Option<&Value>,
+) -> Result<Vec<crate::multipart::Field>, SpecError> {
+    use crate::params::Prim;
+    let prim = |t: Option<&str>| match t {
+        Some("integer") => Some(Prim::Integer),
+        Some("number") => Some(Prim::Number),
+        Some("boolean") => Some(Prim::Boolean),
+        Some("string") => Some(Prim::String),
+        _ => None,
+    };
+    let mut props = Vec::new();
+    properties(ctx, schema, ptr, &mut props, 0)?;
+    let mut out = Vec::new();
+    for (name, p, pptr) in props {
+        let t = ctx.schema_type(p, &pptr);
+        let (array, item) = match t.as_deref() {
+            Some("array") => {
+                let (ps, pp) = ctx.resolve(p, pptr.clone())?;
+                let items = ps
+                    .get("items")
+                    .and_then(|i| ctx.schema_type(i, &format!("{pp}/items")));
+                (true, items)
+            }
+            _ => (false, t),
+        };
+        let content_types: Vec<String> = encoding
+            .and_then(|e| e.get(&name))
+            .and_then(|e| e.get("contentType"))
+            .and_then(Value::as_str)
+            .map(|c| {
+                c.split(',')
+                    .map(essence)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let json = matches!(item.as_deref(), Some("object" | "array"))
+            || content_types.iter().any(|c| crate::validate::is_json(c));
+        out.push(crate::multipart::Field {
+            label: format!("#/body/{}", convert::escape(&name)),
+            prim: prim(item.as_deref()),
+            array,
+            json,
+            content_types,
+            name,
+        });
     }
     Ok(out)
 }

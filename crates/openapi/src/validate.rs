@@ -7,6 +7,7 @@ use serde_json::Value;
 use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
+use crate::multipart;
 use crate::params::{self, Location, Param, Shape};
 use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
 
@@ -58,10 +59,16 @@ pub(crate) fn schema_errors(schema: &Schema, value: &Value, base: &str, out: &mu
         let message = if is_forbidden_property(&e) {
             let name = ptr.rsplit('/').next().unwrap_or("");
             format!("`{name}` is read-only or write-only: it must not be sent in this direction")
+        } else if let Some(m) = discriminator_message(&e) {
+            m
         } else {
             shorten(e.to_string())
         };
-        out.push(Violation::new(location, message));
+        let v = Violation::new(location, message);
+        // A base schema is checked both where it is used and inside the selected subtype.
+        if !out.contains(&v) {
+            out.push(v);
+        }
     }
 }
 
@@ -77,6 +84,26 @@ fn shorten(mut m: String) -> String {
         m.push('…');
     }
     m
+}
+
+/// The message for an unknown discriminator value: the error of the `not` around the check that
+/// [`crate::discriminator`] marks.
+fn discriminator_message(e: &jsonschema::ValidationError<'_>) -> Option<String> {
+    let jsonschema::error::ValidationErrorKind::Not { schema } = e.kind() else {
+        return None;
+    };
+    let prop = schema.get(crate::convert::DISCRIMINATOR)?.as_str()?;
+    let known: Vec<String> = schema
+        .pointer("/not/enum")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        .collect();
+    Some(shorten(format!(
+        "{} is not a known value of the discriminator `{prop}` (known: {})",
+        e.instance(),
+        known.join(", ")
+    )))
 }
 
 /// True for the error of a property replaced by `convert` because of `readOnly`/`writeOnly`:
@@ -167,6 +194,8 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                         if let Some(v) = form {
                             schema_errors(schema, &v, "#/body", out);
                         }
+                    } else if let (Some(schema), Some(fields)) = (&media.schema, &media.parts) {
+                        multipart_body(ex, schema, fields, out);
                     } else if let (Some(schema), true) =
                         (&media.schema, ct.as_deref().is_some_and(is_json))
                     {
@@ -183,6 +212,41 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
         }
     }
     report
+}
+
+/// Parses a `multipart/form-data` body and validates the form it carries against `schema`.
+fn multipart_body(
+    ex: &Exchange,
+    schema: &Schema,
+    fields: &[multipart::Field],
+    out: &mut Vec<Violation>,
+) {
+    let ct = ex
+        .request
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let boundary = match multipart::boundary(ct) {
+        Ok(b) => b,
+        Err(e) => {
+            out.push(Violation::new("header.content-type", e.to_string()));
+            return;
+        }
+    };
+    let Some(body) = ex.request_bytes() else {
+        return;
+    };
+    match multipart::parse(body, &boundary) {
+        Ok(parts) => {
+            let v = multipart::form_value(&parts, fields, out);
+            schema_errors(schema, &v, "#/body", out);
+        }
+        Err(e) => out.push(Violation::new(
+            "#/body",
+            format!("malformed multipart body: {e}"),
+        )),
+    }
 }
 
 /// A form body (`a=1&b=x&b=y`) as a JSON object, each field read as its declared type (repeated

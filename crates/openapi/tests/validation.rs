@@ -504,3 +504,542 @@ components:
     let (_, e) = post(r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
     assert_eq!(e[0].0, "#/body/petType", "{e:?}");
 }
+
+const INHERITANCE: &str = r##"
+openapi: 3.0.3
+info: { title: Zoo, version: "1" }
+paths:
+  /pets:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/Pet" }
+      responses: { "201": { description: created } }
+  /cats-or-dogs:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema:
+              anyOf: [ { $ref: "#/components/schemas/Cat" }, { $ref: "#/components/schemas/Dog" } ]
+      responses: { "201": { description: created } }
+  /animals:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/Animal" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Pet:
+      type: object
+      required: [petType, name]
+      properties: { petType: { type: string }, name: { type: string, maxLength: 10 } }
+      discriminator:
+        propertyName: petType
+        mapping: { doggie: "#/components/schemas/Dog" }
+    Cat:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          required: [huntingSkill]
+          properties: { huntingSkill: { type: string, enum: [lazy, aggressive] } }
+    Dog:
+      allOf:
+        - $ref: "#/components/schemas/Pet"
+        - type: object
+          properties: { packSize: { type: integer, minimum: 0 } }
+    Lion:
+      allOf:
+        - $ref: "#/components/schemas/Cat"
+        - type: object
+          properties: { mane: { type: boolean } }
+    Animal:
+      type: object
+      required: [kind]
+      properties: { kind: { type: string } }
+      oneOf: [ { $ref: "#/components/schemas/Bird" }, { $ref: "#/components/schemas/Fish" } ]
+      discriminator: { propertyName: kind }
+    Bird:
+      allOf:
+        - $ref: "#/components/schemas/Animal"
+        - properties: { wings: { type: integer, const: 2 } }
+    Fish:
+      allOf:
+        - $ref: "#/components/schemas/Animal"
+        - properties: { fins: { type: integer } }
+"##;
+
+#[test]
+fn discriminator_inherited_through_all_of_selects_the_subtype() {
+    let v = OpenApiValidator::new(spec_from(INHERITANCE), true, false);
+    let post = |path: &str, b: &str| check(&v, &mut ex("POST", path, &[JSON], b));
+    // The base used directly: the value names the subtype.
+    assert_eq!(
+        post(
+            "/pets",
+            r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+        ),
+        None
+    );
+    assert_eq!(
+        post("/pets", r#"{"petType":"doggie","name":"Rex","packSize":2}"#),
+        None,
+        "explicit mapping"
+    );
+    assert_eq!(
+        post(
+            "/pets",
+            r#"{"petType":"Lion","name":"Leo","huntingSkill":"aggressive","mane":true}"#
+        ),
+        None,
+        "a subtype of a subtype"
+    );
+    // Cat's own violations, precisely (the base's too, once).
+    let (st, e) = post(
+        "/pets",
+        r#"{"petType":"Cat","name":"Tom the eleventh","huntingSkill":"sleepy"}"#,
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    let locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["#/body/name", "#/body/huntingSkill"], "{e:?}");
+    let (_, e) = post("/pets", r#"{"petType":"Cat","name":"Tom"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    // A Dog's properties are not checked against Cat: the value selects.
+    let (_, e) = post(
+        "/pets",
+        r#"{"petType":"doggie","name":"Rex","packSize":-1}"#,
+    )
+    .unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/packSize");
+    // Unknown and missing values.
+    let (_, e) = post("/pets", r#"{"petType":"Bird","name":"Tweety"}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/petType");
+    assert!(
+        e[0].1
+            .contains("\"Bird\" is not a known value of the discriminator `petType`")
+            && e[0].1.contains("known: doggie, Cat, Lion"),
+        "{e:?}"
+    );
+    let (_, e) = post("/pets", r#"{"name":"Tweety"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body");
+    assert!(
+        e[0].1.contains("\"petType\" is a required property"),
+        "{e:?}"
+    );
+    let (_, e) = post("/pets", r#""Tom""#).unwrap();
+    assert_eq!(e[0].0, "#/body");
+    assert!(e[0].1.contains("not of type \"object\""), "{e:?}");
+    // A union of subtypes without a discriminator of its own inherits the base's.
+    assert_eq!(
+        post(
+            "/cats-or-dogs",
+            r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+        ),
+        None
+    );
+    let (_, e) = post(
+        "/cats-or-dogs",
+        r#"{"petType":"Cat","name":"Tom","packSize":1}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        e.len(),
+        1,
+        "only Cat's violation, not a vague anyOf one: {e:?}"
+    );
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    let (_, e) = post("/cats-or-dogs", r#"{"petType":"Lion","name":"Leo"}"#).unwrap();
+    assert_eq!(
+        e[0].0, "#/body/petType",
+        "Lion is not one of the union: {e:?}"
+    );
+    // A base with oneOf and a discriminator that its subtypes extend: no endless recursion.
+    assert_eq!(post("/animals", r#"{"kind":"Bird","wings":2}"#), None);
+    let (_, e) = post("/animals", r#"{"kind":"Bird","wings":3}"#).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/wings");
+    let (_, e) = post("/animals", r#"{"kind":"Cow"}"#).unwrap();
+    assert_eq!(e[0].0, "#/body/kind");
+}
+
+#[test]
+fn discriminator_in_responses_and_31() {
+    let spec = spec_from(
+        &INHERITANCE
+            .replace("openapi: 3.0.3", "openapi: 3.1.0")
+            .replace(
+                "responses: { \"201\": { description: created } }\n  /cats-or-dogs",
+                "responses:\n        \"201\": { description: created, content: { application/json: { schema: { $ref: \"#/components/schemas/Pet\" } } } }\n  /cats-or-dogs",
+            ),
+    );
+    let v = OpenApiValidator::new(spec.clone(), true, true);
+    assert_eq!(
+        check(
+            &v,
+            &mut ex(
+                "POST",
+                "/pets",
+                &[JSON],
+                r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#
+            )
+        ),
+        None
+    );
+    let e = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/pets",
+            &[JSON],
+            r#"{"petType":"Cat","name":"Tom"}"#,
+        ),
+    )
+    .unwrap()
+    .1;
+    assert!(e[0].1.contains("huntingSkill"), "{e:?}");
+    let v = OpenApiValidator::new(spec.clone(), false, true);
+    let cat = r#"{"petType":"Cat","name":"Tom","huntingSkill":"lazy"}"#;
+    let mut e = ex("POST", "/pets", &[JSON], cat);
+    assert_eq!(
+        respond(&v, &mut e, 201, Some("application/json"), cat),
+        None
+    );
+    let mut e = ex("POST", "/pets", &[JSON], cat);
+    let p = respond(
+        &v,
+        &mut e,
+        201,
+        Some("application/json"),
+        r#"{"petType":"Cow","name":"Tom"}"#,
+    )
+    .unwrap();
+    assert_eq!(p["errors"][0]["location"], "#/body/petType", "{p}");
+    // The spec served under /api-docs is the original (no dispatch rewriting).
+    assert!(spec.doc.get("x-turnpike-plain").is_none());
+    assert!(spec.doc["components"]["schemas"]["Pet"]
+        .get("discriminator")
+        .is_some());
+}
+
+/// OpenAPI 3.1 schemas with `$id`: references relative to the `$id`, to an `$id` by its URI
+/// (absolute or relative to the document), and to an `$anchor`.
+const IDS_31: &str = r##"
+openapi: 3.1.0
+info: { title: Ids, version: "1" }
+paths:
+  /orders:
+    post:
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "https://shop.example/schemas/order" }
+      responses: { "201": { description: created } }
+  /items:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: { $ref: "schemas/item.json" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Order:
+      $id: https://shop.example/schemas/order
+      type: object
+      required: [id, items]
+      properties:
+        id: { $ref: "common#/$defs/Id" }
+        items: { type: array, items: { $ref: "item" } }
+        status: { $ref: "common#status" }
+    Item:
+      $id: https://shop.example/schemas/item
+      type: object
+      required: [sku]
+      properties:
+        sku: { type: string, pattern: "^[A-Z]{3}-[0-9]+$" }
+        qty: { $ref: "#/$defs/Qty" }
+      $defs:
+        Qty: { type: integer, minimum: 1 }
+    LocalItem:
+      $id: schemas/item.json
+      allOf: [ { $ref: "https://shop.example/schemas/item" } ]
+    Common:
+      $id: https://shop.example/schemas/common
+      $defs:
+        Id: { type: integer, minimum: 1 }
+        Status: { $anchor: status, enum: [open, paid] }
+"##;
+
+#[test]
+fn openapi_31_id_relative_references() {
+    let v = OpenApiValidator::new(spec_from(IDS_31), true, false);
+    let post = |path: &str, b: &str| check(&v, &mut ex("POST", path, &[JSON], b));
+    assert_eq!(
+        post(
+            "/orders",
+            r#"{"id":1,"items":[{"sku":"ABC-1","qty":2}],"status":"paid"}"#
+        ),
+        None
+    );
+    let (st, e) = post(
+        "/orders",
+        r#"{"id":0,"items":[{"sku":"abc","qty":0}],"status":"lost"}"#,
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    let mut locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    locs.sort();
+    assert_eq!(
+        locs,
+        [
+            "#/body/id",
+            "#/body/items/0/qty",
+            "#/body/items/0/sku",
+            "#/body/status"
+        ],
+        "{e:?}"
+    );
+    assert_eq!(post("/items", r#"{"sku":"XYZ-9"}"#), None);
+    let (_, e) = post("/items", r#"{"qty":1}"#).unwrap();
+    assert!(e[0].1.contains("\"sku\" is a required property"), "{e:?}");
+}
+
+const UPLOAD: &str = r##"
+openapi: 3.0.3
+info: { title: Upload, version: "1" }
+paths:
+  /upload:
+    post:
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [name, count, file]
+              properties:
+                name: { type: string, maxLength: 8 }
+                count: { type: integer, minimum: 1 }
+                ratio: { type: number }
+                public: { type: boolean }
+                tags: { type: array, items: { type: string, enum: [a, b, c] } }
+                sizes: { type: array, items: { type: integer } }
+                meta: { $ref: "#/components/schemas/Meta" }
+                file: { type: string, format: binary }
+                avatar: { type: string, format: binary }
+            encoding:
+              avatar: { contentType: "image/png, image/jpeg" }
+              file: { contentType: "application/octet-stream, text/*" }
+      responses: { "201": { description: created } }
+components:
+  schemas:
+    Meta:
+      type: object
+      required: [author]
+      properties: { author: { type: string }, pages: { type: integer } }
+"##;
+
+/// A multipart body of (name, content type, content) parts, with boundary `XyZ`.
+fn multipart_body(parts: &[(&str, Option<&str>, &str)]) -> String {
+    let mut b = String::from("preamble\r\n");
+    for (name, ct, content) in parts {
+        b.push_str(&format!(
+            "--XyZ\r\nContent-Disposition: form-data; name=\"{name}\""
+        ));
+        if *name == "file" || *name == "avatar" {
+            b.push_str("; filename=\"x.bin\"");
+        }
+        b.push_str("\r\n");
+        if let Some(ct) = ct {
+            b.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        b.push_str(&format!("\r\n{content}\r\n"));
+    }
+    b.push_str("--XyZ--\r\n");
+    b
+}
+
+const MULTIPART: (&str, &str) = ("content-type", "multipart/form-data; boundary=XyZ");
+
+#[test]
+fn multipart_bodies_are_validated_part_by_part() {
+    let v = OpenApiValidator::new(spec_from(UPLOAD), true, false);
+    let valid: Vec<(&str, Option<&str>, &str)> = vec![
+        ("name", None, "Ann"),
+        ("count", None, "3"),
+        ("ratio", Some("text/plain"), "0.5"),
+        ("public", None, "true"),
+        ("tags", None, "a"),
+        ("tags", None, "b"),
+        ("sizes", None, "1"),
+        ("sizes", None, "20"),
+        (
+            "meta",
+            Some("application/json"),
+            r#"{"author":"Ann","pages":2}"#,
+        ),
+        ("file", Some("application/octet-stream"), "\u{1}\u{2}binary"),
+        ("avatar", Some("image/png"), "PNG"),
+    ];
+    let post = |parts: &[(&str, Option<&str>, &str)]| {
+        check(
+            &v,
+            &mut ex("POST", "/upload", &[MULTIPART], &multipart_body(parts)),
+        )
+    };
+    assert_eq!(post(&valid), None);
+    // Each change of the valid form is reported at its part.
+    let with = |name: &str, part: (&'static str, Option<&'static str>, &'static str)| {
+        let mut p: Vec<_> = valid
+            .iter()
+            .filter(|(n, _, _)| *n != name)
+            .cloned()
+            .collect();
+        p.push(part);
+        post(&p).map(|(st, e)| {
+            assert_eq!(st, 400);
+            e
+        })
+    };
+    let e = with("count", ("count", None, "many")).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/count");
+    assert!(
+        e[0].1.contains("\"many\" is not of type \"integer\""),
+        "{e:?}"
+    );
+    let e = with("count", ("count", None, "0")).unwrap();
+    assert_eq!(e[0].0, "#/body/count", "coerced to 0, below the minimum");
+    let e = with("public", ("public", None, "yes")).unwrap();
+    assert_eq!(e[0].0, "#/body/public");
+    let e = with("tags", ("tags", None, "z")).unwrap();
+    assert_eq!(e[0].0, "#/body/tags/0", "{e:?}");
+    // One JSON part can carry a whole array.
+    assert_eq!(
+        with("sizes", ("sizes", Some("application/json"), "[1, 2, 3]")),
+        None
+    );
+    let e = with("sizes", ("sizes", None, "x")).unwrap();
+    assert_eq!(e[0].0, "#/body/sizes/0");
+    // JSON parts: objects are JSON by default, and must match their schema.
+    assert_eq!(with("meta", ("meta", None, r#"{"author":"B"}"#)), None);
+    let e = with(
+        "meta",
+        ("meta", Some("application/json"), r#"{"pages":"2"}"#),
+    )
+    .unwrap();
+    let locs: Vec<&str> = e.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(locs, ["#/body/meta", "#/body/meta/pages"], "{e:?}");
+    let e = with("meta", ("meta", Some("application/json"), "{nope")).unwrap();
+    assert_eq!(e[0].0, "#/body/meta");
+    assert!(e[0].1.contains("not valid JSON"), "{e:?}");
+    // The encoding's content types.
+    let e = with("avatar", ("avatar", Some("text/plain"), "hi")).unwrap();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "#/body/avatar");
+    assert!(
+        e[0].1.contains(
+            "Content-Type `text/plain` is not allowed here (allowed: image/png, image/jpeg)"
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        with("file", ("file", Some("text/csv"), "a,b")),
+        None,
+        "text/* covers it"
+    );
+    let e = with("avatar", ("avatar", None, "hi")).unwrap();
+    assert!(
+        e[0].1.contains("`text/plain`"),
+        "the default of a part: {e:?}"
+    );
+    // Required parts, unknown parts, repeated scalars.
+    let e = with("file", ("other", None, "x")).unwrap();
+    let msgs: Vec<&str> = e.iter().map(|e| e.1.as_str()).collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("\"file\" is a required property"))
+            && msgs.iter().any(|m| m.contains("other")),
+        "{e:?}"
+    );
+    assert_eq!(with("name", ("name", None, "Bo")), None);
+    let mut twice = valid.clone();
+    twice.push(("name", None, "Bob"));
+    let (_, e) = post(&twice).unwrap();
+    assert_eq!(e[0].0, "#/body/name");
+    assert!(e[0].1.contains("2 parts are named `name`"), "{e:?}");
+}
+
+#[test]
+fn malformed_multipart_bodies_are_400() {
+    let v = OpenApiValidator::new(spec_from(UPLOAD), true, false);
+    let body = multipart_body(&[("name", None, "Ann")]);
+    let (st, e) = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/upload",
+            &[("content-type", "multipart/form-data")],
+            &body,
+        ),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    assert_eq!(e[0].0, "header.content-type");
+    assert!(e[0].1.contains("`boundary`"), "{e:?}");
+    let (st, e) = check(
+        &v,
+        &mut ex(
+            "POST",
+            "/upload",
+            &[("content-type", "multipart/form-data; boundary=\"bad<b>\"")],
+            &body,
+        ),
+    )
+    .unwrap();
+    assert_eq!(st, 400);
+    assert_eq!(e[0].0, "header.content-type");
+    for bad in [
+        body.replace("--XyZ--", "--XyZ"),
+        body.replace("XyZ", "Other"),
+        body.replace(
+            "Content-Disposition: form-data; ",
+            "Content-Disposition: attachment; ",
+        ),
+    ] {
+        let (st, e) = check(&v, &mut ex("POST", "/upload", &[MULTIPART], &bad)).unwrap();
+        assert_eq!(st, 400);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].0, "#/body");
+        assert!(e[0].1.starts_with("malformed multipart body: "), "{e:?}");
+    }
+    // Another media type is still a 415.
+    let (st, _) = check(
+        &v,
+        &mut ex("POST", "/upload", &[("content-type", "text/plain")], "x"),
+    )
+    .unwrap();
+    assert_eq!(st, 415);
+}
+
+#[test]
+fn fruitshop_image_upload_is_validated() {
+    let v = OpenApiValidator::new(fruitshop(), true, false);
+    let p = "/shop/v2/products/7/image";
+    let auth = ("authorization", "Basic YTpi");
+    let ok = multipart_body(&[("file", Some("image/png"), "PNG")]);
+    assert_eq!(check(&v, &mut ex("PUT", p, &[MULTIPART, auth], &ok)), None);
+    let none = multipart_body(&[("picture", Some("image/png"), "PNG")]);
+    let (st, e) = check(&v, &mut ex("PUT", p, &[MULTIPART, auth], &none)).unwrap();
+    assert_eq!(st, 400);
+    assert!(e[0].1.contains("\"file\" is a required property"), "{e:?}");
+}
