@@ -17,6 +17,7 @@
 mod h1;
 mod h1_body;
 mod io;
+mod resolve;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -103,6 +104,7 @@ pub struct UpstreamPool {
     /// Connections handed back by response bodies that ended after their request's future.
     returns: Returns,
     max_head: usize,
+    resolver: resolve::Resolver,
     connect_timeout: Duration,
     idle_timeout: Duration,
     opened: Cell<u64>,
@@ -118,6 +120,7 @@ impl UpstreamPool {
             idle: RefCell::new(HashMap::new()),
             returns: Arc::new(Mutex::new(Vec::new())),
             max_head: settings.max_header_size,
+            resolver: resolve::Resolver::default(),
             connect_timeout: settings.connect_timeout,
             idle_timeout: settings.upstream_idle_timeout,
             opened: Cell::new(0),
@@ -314,12 +317,17 @@ impl UpstreamPool {
             .trim_start_matches('[')
             .trim_end_matches(']');
         let port = authority.port_u16().unwrap_or(80);
-        let stream = match tokio::time::timeout(
-            self.connect_timeout,
-            tokio::net::TcpStream::connect((host, port)),
-        )
-        .await
-        {
+        let open = async {
+            let addrs = self.resolver.addresses(transport.id, host, port).await?;
+            let stream = resolve::connect(&addrs).await?;
+            if addrs.len() > 1 {
+                if let Ok(peer) = stream.peer_addr() {
+                    self.resolver.prefer(transport.id, peer);
+                }
+            }
+            Ok::<_, std::io::Error>(stream)
+        };
+        let stream = match tokio::time::timeout(self.connect_timeout, open).await {
             Err(_) => {
                 return Err(UpstreamError::ConnectTimeout {
                     authority: authority.clone(),
