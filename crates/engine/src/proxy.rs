@@ -217,7 +217,7 @@ pub async fn serve(
     let body = if matches!(parts.method, http::Method::GET | http::Method::HEAD)
         && parts.headers.contains_key(header::TRANSFER_ENCODING)
     {
-        match buffer(body, limit).await {
+        match Box::pin(buffer(body, limit)).await {
             Ok(bytes) => {
                 parts.headers.remove(header::TRANSFER_ENCODING);
                 parts
@@ -251,9 +251,9 @@ pub async fn serve(
         let mut inspectors = api.chain.body_inspectors();
         let body = std::mem::take(&mut ex.request_body);
         let read = if inspectors.is_empty() {
-            buffer(body, limit).await
+            Box::pin(buffer(body, limit)).await
         } else {
-            buffer_inspected(body, limit, &mut inspectors).await
+            Box::pin(buffer_inspected(body, limit, &mut inspectors)).await
         };
         match read {
             Ok(bytes) => {
@@ -335,7 +335,7 @@ pub async fn serve(
             && response.status() != StatusCode::SWITCHING_PROTOCOLS
         {
             let (parts, body) = response.into_parts();
-            match buffer(body, limit).await {
+            match Box::pin(buffer(body, limit)).await {
                 Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
                 Err(_) => {
                     error = Some("response body");

@@ -144,10 +144,10 @@ impl UpstreamPool {
         upgrade: bool,
     ) -> Result<Response<Body>, UpstreamError> {
         if transport.http2 {
-            return self.send_h2(transport, req).await;
+            return Box::pin(self.send_h2(transport, req)).await;
         }
         if upgrade {
-            return self.send_upgrade(transport, req).await;
+            return Box::pin(self.send_upgrade(transport, req)).await;
         }
         let (parts, body) = req.into_parts();
         let (prepared, mut body) = Prepared::new(&parts, body);
@@ -155,7 +155,9 @@ impl UpstreamPool {
         loop {
             let (mut conn, pooled) = match self.checkout(transport) {
                 Some(Idle::H1(c)) => (c, true),
-                Some(Idle::H2(_)) | None => (self.connect_h1(transport).await?, false),
+                // Connecting (name lookup, TLS handshake) is rare: boxed, it does not
+                // weigh on every request's future.
+                Some(Idle::H2(_)) | None => (Box::pin(self.connect_h1(transport)).await?, false),
             };
             let replay = if pooled { body.replay() } else { None };
             let attempt = std::mem::replace(&mut body, h1::PreparedBody::None);
