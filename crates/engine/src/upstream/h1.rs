@@ -276,10 +276,16 @@ enum Written {
     Partial,
 }
 
-/// Writes the request: the head, then the body.
+/// Room for the head, a chunk's size line, its data and its CRLF, or the end of the body.
+const OUT_SLOTS: usize = 4;
+
+/// Writes the request: the head, then the body. Body data that is already at hand when the
+/// head is written goes out in the same (vectored) write.
 struct Writer {
-    /// Buffers still to write, in order.
-    out: [Bytes; 3],
+    /// Buffers still to write, in order (empty ones are skipped).
+    out: [Bytes; OUT_SLOTS],
+    /// Slots of `out` in use.
+    queued: usize,
     /// The body stream still to read, if any.
     stream: Option<Body>,
     chunked: bool,
@@ -295,14 +301,16 @@ enum WriteError {
 impl Writer {
     fn new(prepared: &Prepared, body: PreparedBody) -> Self {
         let mut w = Writer {
-            out: [prepared.wire.clone(), Bytes::new(), Bytes::new()],
+            out: Default::default(),
+            queued: 0,
             stream: None,
             chunked: false,
             remaining: 0,
         };
+        w.push(prepared.wire.clone());
         match body {
             PreparedBody::None => {}
-            PreparedBody::Bytes(b) => w.out[1] = b,
+            PreparedBody::Bytes(b) => w.push(b),
             PreparedBody::Stream {
                 body,
                 chunked,
@@ -316,12 +324,17 @@ impl Writer {
         w
     }
 
-    fn pending(&self) -> bool {
-        self.out.iter().any(|b| !b.is_empty())
+    fn push(&mut self, b: Bytes) {
+        self.out[self.queued] = b;
+        self.queued += 1;
+    }
+
+    fn room(&self) -> usize {
+        OUT_SLOTS - self.queued
     }
 
     fn advance(&mut self, mut n: usize) {
-        for b in &mut self.out {
+        for b in &mut self.out[..self.queued] {
             let take = n.min(b.len());
             let _ = b.split_to(take);
             n -= take;
@@ -329,64 +342,56 @@ impl Writer {
                 break;
             }
         }
+        if self.out[..self.queued].iter().all(Bytes::is_empty) {
+            self.queued = 0;
+        }
     }
 
-    /// Writes until everything is sent (`Ready(Ok)`), the socket or the body stream blocks
-    /// (`Pending`), or something fails.
-    fn poll(&mut self, io: &mut Io, cx: &mut Context<'_>) -> Poll<Result<(), WriteError>> {
-        loop {
-            while self.pending() {
-                let slices: [io::IoSlice<'_>; 3] = [
-                    io::IoSlice::new(&self.out[0]),
-                    io::IoSlice::new(&self.out[1]),
-                    io::IoSlice::new(&self.out[2]),
-                ];
-                let first = slices.iter().position(|s| !s.is_empty()).unwrap_or(0);
-                match ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[first..])) {
-                    Ok(0) => {
-                        return Poll::Ready(Err(WriteError::Io(io::ErrorKind::WriteZero.into())))
-                    }
-                    Ok(n) => self.advance(n),
-                    Err(e) => return Poll::Ready(Err(WriteError::Io(e))),
-                }
-            }
+    /// Takes the body's frames that are ready while there is room for them. `Ready(Ok)` when it
+    /// stopped for want of room or data (the stream's waker is then registered), or the body
+    /// ended.
+    fn gather(&mut self, cx: &mut Context<'_>) -> Result<(), WriteError> {
+        // A data frame needs one slot (length framing) or three (chunked); the end one.
+        let need = if self.chunked { 3 } else { 1 };
+        while self.room() >= need {
             let Some(stream) = self.stream.as_mut() else {
-                return Pin::new(&mut *io).poll_flush(cx).map_err(WriteError::Io);
+                return Ok(());
             };
             let frame = match Pin::new(stream).poll_frame(cx) {
-                Poll::Pending => {
-                    // Push out what the TLS layer holds while the client's body is slow.
-                    ready!(Pin::new(&mut *io).poll_flush(cx)).map_err(WriteError::Io)?;
-                    return Poll::Pending;
-                }
+                Poll::Pending => return Ok(()),
                 Poll::Ready(Some(Err(e))) => {
-                    return Poll::Ready(Err(WriteError::Body(H1Error::RequestBody(e))))
+                    return Err(WriteError::Body(H1Error::RequestBody(e)));
                 }
                 Poll::Ready(None) => {
                     self.stream = None;
                     if self.chunked {
-                        self.out[0] = Bytes::from_static(b"0\r\n\r\n");
+                        self.push(Bytes::from_static(b"0\r\n\r\n"));
                     } else if self.remaining != 0 {
-                        return Poll::Ready(Err(WriteError::Body(H1Error::RequestBodyLength)));
+                        return Err(WriteError::Body(H1Error::RequestBodyLength));
                     }
-                    continue;
+                    return Ok(());
                 }
                 Poll::Ready(Some(Ok(frame))) => frame,
             };
             match frame.into_data() {
                 Ok(data) if data.is_empty() => {}
                 Ok(data) if self.chunked => {
-                    self.out[0] = Bytes::from(format!("{:x}\r\n", data.len()));
-                    self.out[1] = data;
-                    self.out[2] = Bytes::from_static(b"\r\n");
+                    self.push(Bytes::from(format!("{:x}\r\n", data.len())));
+                    self.push(data);
+                    self.push(Bytes::from_static(b"\r\n"));
                 }
                 Ok(data) => {
                     let n = data.len() as u64;
                     if n > self.remaining {
-                        return Poll::Ready(Err(WriteError::Body(H1Error::RequestBodyLength)));
+                        return Err(WriteError::Body(H1Error::RequestBodyLength));
                     }
                     self.remaining -= n;
-                    self.out[0] = data;
+                    self.push(data);
+                    if self.remaining == 0
+                        && self.stream.as_ref().is_some_and(|s| s.is_end_stream())
+                    {
+                        self.stream = None;
+                    }
                 }
                 Err(frame) => {
                     // Trailers end the body; they only exist on the wire with chunked coding.
@@ -402,11 +407,42 @@ impl Writer {
                             }
                         }
                         t.extend_from_slice(b"\r\n");
-                        self.out[0] = Bytes::from(t);
+                        self.push(Bytes::from(t));
                     } else if self.remaining != 0 {
-                        return Poll::Ready(Err(WriteError::Body(H1Error::RequestBodyLength)));
+                        return Err(WriteError::Body(H1Error::RequestBodyLength));
                     }
+                    return Ok(());
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes until everything is sent (`Ready(Ok)`), the socket or the body stream blocks
+    /// (`Pending`), or something fails.
+    fn poll(&mut self, io: &mut Io, cx: &mut Context<'_>) -> Poll<Result<(), WriteError>> {
+        loop {
+            if let Err(e) = self.gather(cx) {
+                return Poll::Ready(Err(e));
+            }
+            if self.queued == 0 {
+                if self.stream.is_none() {
+                    return Pin::new(&mut *io).poll_flush(cx).map_err(WriteError::Io);
+                }
+                // The client's body is slow: push out what the TLS layer holds meanwhile.
+                ready!(Pin::new(&mut *io).poll_flush(cx)).map_err(WriteError::Io)?;
+                return Poll::Pending;
+            }
+            let slices: [io::IoSlice<'_>; OUT_SLOTS] =
+                std::array::from_fn(|i| io::IoSlice::new(&self.out[i]));
+            let first = slices[..self.queued]
+                .iter()
+                .position(|s| !s.is_empty())
+                .unwrap_or(0);
+            match ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[first..self.queued])) {
+                Ok(0) => return Poll::Ready(Err(WriteError::Io(io::ErrorKind::WriteZero.into()))),
+                Ok(n) => self.advance(n),
+                Err(e) => return Poll::Ready(Err(WriteError::Io(e))),
             }
         }
     }
