@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use smallvec::SmallVec;
 
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
@@ -11,10 +12,9 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// True for the fixed hop-by-hop header names.
-fn is_hop_by_hop(n: &HeaderName) -> bool {
-    n == header::CONNECTION
-        || n == header::TE
+/// The fixed hop-by-hop header names other than `Connection`.
+fn fixed_hop_by_hop(n: &HeaderName) -> bool {
+    n == header::TE
         || n == header::TRANSFER_ENCODING
         || n == header::UPGRADE
         || n == header::PROXY_AUTHORIZATION
@@ -22,20 +22,33 @@ fn is_hop_by_hop(n: &HeaderName) -> bool {
         || n == PROXY_CONNECTION
 }
 
-/// Removes `Connection`, every header it names, and the fixed hop-by-hop headers.
+/// Removes `Connection`, every header it names, and the fixed hop-by-hop headers. One pass over
+/// the names finds what is there; only those are removed (each removal hashes a name).
 pub fn remove_hop_by_hop(h: &mut HeaderMap) {
-    // One pass over the (few) names is cheaper than hashing seven names to find none.
-    if !h.keys().any(is_hop_by_hop) {
-        return;
+    let mut connection = false;
+    let mut fixed: SmallVec<[HeaderName; 4]> = SmallVec::new();
+    for n in h.keys() {
+        if n == header::CONNECTION {
+            connection = true;
+        } else if fixed_hop_by_hop(n) && !fixed.contains(n) {
+            fixed.push(n.clone());
+        }
     }
-    if h.contains_key(header::CONNECTION) {
-        let mut named = Vec::new();
+    if connection {
+        let mut named: SmallVec<[HeaderName; 4]> = SmallVec::new();
         for value in h.get_all(header::CONNECTION) {
-            if let Ok(list) = value.to_str() {
-                named.extend(
-                    list.split(',')
-                        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
-                );
+            for token in value.as_bytes().split(|b| *b == b',') {
+                let token = token.trim_ascii();
+                // The connection options themselves name no header (or one removed anyway).
+                if token.is_empty()
+                    || token.eq_ignore_ascii_case(b"close")
+                    || token.eq_ignore_ascii_case(b"keep-alive")
+                {
+                    continue;
+                }
+                if let Ok(n) = HeaderName::from_bytes(token) {
+                    named.push(n);
+                }
             }
         }
         h.remove(header::CONNECTION);
@@ -43,12 +56,9 @@ pub fn remove_hop_by_hop(h: &mut HeaderMap) {
             h.remove(n);
         }
     }
-    h.remove(&KEEP_ALIVE);
-    h.remove(&PROXY_CONNECTION);
-    h.remove(header::TE);
-    h.remove(header::TRANSFER_ENCODING);
-    h.remove(header::UPGRADE);
-    h.remove(header::PROXY_AUTHORIZATION);
+    for n in fixed {
+        h.remove(n);
+    }
 }
 
 /// The client address as an `X-Forwarded-For` element (IPv4-mapped IPv6 shown as IPv4); built

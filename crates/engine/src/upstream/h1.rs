@@ -17,6 +17,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, StatusCode, Version};
 use http_body::Body as _;
+use smallvec::SmallVec;
 use tokio::io::{AsyncReadExt, AsyncWrite};
 use turnpike_core::body::BodyError;
 use turnpike_core::Body;
@@ -576,7 +577,7 @@ fn parse_head(
         }
         let status =
             StatusCode::from_u16(code).map_err(|_| H1Error::Parse(format!("status {code}")))?;
-        let ranges: Vec<(usize, usize, usize, usize)> = res
+        let ranges: SmallVec<[(usize, usize, usize, usize); 16]> = res
             .headers
             .iter()
             .map(|h| {
@@ -586,7 +587,8 @@ fn parse_head(
             })
             .collect();
         let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(ranges.len());
+        // Room for the few headers response policies add (no regrowth).
+        let mut headers = HeaderMap::with_capacity(ranges.len() + 4);
         for (ns, ne, vs, ve) in ranges {
             let name = HeaderName::from_bytes(&head[ns..ne])
                 .map_err(|_| H1Error::Parse("invalid header name".into()))?;
