@@ -77,6 +77,28 @@ fn ascii_compatible(bytes: &[u8]) -> bool {
 /// Parses a SOAP envelope (no DTD, no network, no entity expansion) and checks its structure.
 /// On failure returns the message and the SOAP version to answer in, when known.
 pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
+    if ascii_compatible(bytes) {
+        let mut padded = Vec::with_capacity(bytes.len() + PARSE_PADDING);
+        padded.extend_from_slice(bytes);
+        return parse_envelope_in(&mut padded);
+    }
+    parse_xml(bytes)
+}
+
+/// [`parse_envelope`] for a message the caller owns: the padding goes into its spare capacity
+/// (no copy) and is removed again before returning.
+pub fn parse_envelope_in(message: &mut Vec<u8>) -> Result<Envelope, (String, Option<SoapVersion>)> {
+    if !ascii_compatible(message) {
+        return parse_xml(message);
+    }
+    let len = message.len();
+    message.resize(len + PARSE_PADDING, b' ');
+    let parsed = parse_xml(message);
+    message.truncate(len);
+    parsed
+}
+
+fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
     if memfind(bytes, b"<!DOCTYPE") {
         return Err(("SOAP messages must not contain a DTD".into(), None));
     }
@@ -89,15 +111,9 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVers
         compact: true,
         ..ParserOptions::default()
     };
-    let parsed = if ascii_compatible(bytes) {
-        let mut padded = Vec::with_capacity(bytes.len() + PARSE_PADDING);
-        padded.extend_from_slice(bytes);
-        padded.resize(bytes.len() + PARSE_PADDING, b' ');
-        Parser::default().parse_string_with_options(&padded, options)
-    } else {
-        Parser::default().parse_string_with_options(bytes, options)
-    };
-    let doc = parsed.map_err(|_| ("the message is not well-formed XML".to_owned(), None))?;
+    let doc = Parser::default()
+        .parse_string_with_options(bytes, options)
+        .map_err(|_| ("the message is not well-formed XML".to_owned(), None))?;
     let root = doc
         .get_root_element()
         .ok_or_else(|| ("the message has no root element".to_owned(), None))?;
