@@ -737,6 +737,14 @@ mod tests {
             assert!(plainly_acceptable(doc, &l), "{}", String::from_utf8_lossy(doc));
             assert!(matches!(check_events(doc, &l), Ok(Cow::Borrowed(_))));
         }
+        // Texts longer than the byte-by-byte look-ahead.
+        let long = format!("<a>{}&amp;{}</a>", "x".repeat(40), "y".repeat(40));
+        assert!(plainly_acceptable(long.as_bytes(), &l));
+        let bad_ref = long.replace("&amp;", "&foo;");
+        assert!(!plainly_acceptable(bad_ref.as_bytes(), &l));
+        assert!(check(bad_ref.as_bytes(), &l).is_err());
+        let unclosed = format!("<a>{}", "x".repeat(80));
+        assert!(!plainly_acceptable(unclosed.as_bytes(), &l));
         let soap = std::fs::read_to_string(format!(
             "{}/../../bench/configs/soap-request.lua",
             env!("CARGO_MANIFEST_DIR")

@@ -6,7 +6,7 @@
 //! messages in the detail.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use libxml::parser::{Parser, ParserOptions};
 use libxml::tree::{Document, Node};
@@ -99,7 +99,7 @@ pub fn parse_envelope_in(message: &mut Vec<u8>) -> Result<Envelope, (String, Opt
 }
 
 fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
-    if memfind(bytes, b"<!DOCTYPE") {
+    if has_doctype(bytes) {
         return Err(("SOAP messages must not contain a DTD".into(), None));
     }
     let options = ParserOptions {
@@ -155,8 +155,11 @@ fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
     })
 }
 
-fn memfind(hay: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(hay, needle).is_some()
+/// Finds `<!DOCTYPE` (the searcher is built once).
+fn has_doctype(hay: &[u8]) -> bool {
+    static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"<!DOCTYPE"));
+    FINDER.find(hay).is_some()
 }
 
 impl WsdlValidator {
