@@ -16,6 +16,30 @@ use crate::json;
 pub struct JsonPathExpr {
     src: String,
     path: JsonPath,
+    /// For a path of member names only (`$.person.address.city`): the names, walked directly
+    /// (at most one node, no allocation) instead of through the general query engine.
+    members: Option<Vec<String>>,
+}
+
+/// The member names of `$.a.b.c` (ASCII shorthand names only); `None` for anything else.
+fn member_names(src: &str) -> Option<Vec<String>> {
+    let rest = src.strip_prefix('$')?;
+    let mut names = Vec::new();
+    for seg in rest.split('.').skip(1) {
+        let mut bytes = seg.bytes();
+        let first = bytes.next()?;
+        if !(first.is_ascii_alphabetic() || first == b'_')
+            || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return None;
+        }
+        names.push(seg.to_owned());
+    }
+    // `$` alone, or text before the first `.`: the general engine.
+    if names.is_empty() || !rest.starts_with('.') {
+        return None;
+    }
+    Some(names)
 }
 
 impl PartialEq for JsonPathExpr {
@@ -41,6 +65,7 @@ impl JsonPathExpr {
         Ok(JsonPathExpr {
             src: src.to_owned(),
             path,
+            members: member_names(src.trim()),
         })
     }
 
@@ -51,13 +76,32 @@ impl JsonPathExpr {
 
     /// The nodes the expression selects in `v`.
     pub fn select<'v>(&self, v: &'v Value) -> Vec<&'v Value> {
-        self.path.query(v).all()
+        match &self.members {
+            Some(names) => Self::walk(names, v).into_iter().collect(),
+            None => self.path.query(v).all(),
+        }
+    }
+
+    /// The node that member names select (RFC 9535: a name selector selects the member of an
+    /// object, nothing in any other value).
+    fn walk<'v>(names: &[String], v: &'v Value) -> Option<&'v Value> {
+        names
+            .iter()
+            .try_fold(v, |node, name| node.get(name.as_str()))
     }
 
     /// Renders the selection as text: nothing for no node, a string's text or a value's JSON
     /// for one node, a JSON array for several.
     pub fn render_into(&self, v: Option<&Value>, out: &mut String) {
         let Some(v) = v else { return };
+        if let Some(names) = &self.members {
+            match Self::walk(names, v) {
+                None => {}
+                Some(Value::String(s)) => out.push_str(s),
+                Some(one) => out.push_str(&one.to_string()),
+            }
+            return;
+        }
         let nodes = self.select(v);
         match nodes.as_slice() {
             [] => {}
@@ -110,6 +154,58 @@ mod tests {
         assert_eq!(e("$.x").eval(&mut ex, Message::Response), "");
         assert!(JsonPathExpr::parse("$.a[").is_err());
         assert!(JsonPathExpr::parse("person").is_err());
+    }
+
+    #[test]
+    fn member_paths_take_the_short_way() {
+        assert_eq!(
+            member_names("$.person.address.city").unwrap(),
+            ["person", "address", "city"]
+        );
+        for general in [
+            "$", "$..a", "$.a[0]", "$.a.*", "$['a']", "$.a .b", "$.é", "$.1a", "$x.a",
+        ] {
+            assert!(member_names(general).is_none(), "{general}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Member paths select what the general engine selects.
+        #[test]
+        fn member_paths_agree_with_the_engine(
+            path in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "_c1"]), 1..4),
+            doc in json(),
+        ) {
+            let src = format!("$.{}", path.join("."));
+            let e = JsonPathExpr::parse(&src).unwrap();
+            proptest::prop_assert!(e.members.is_some());
+            proptest::prop_assert_eq!(e.select(&doc), e.path.query(&doc).all());
+            let (mut fast, mut general) = (String::new(), String::new());
+            e.render_into(Some(&doc), &mut fast);
+            JsonPathExpr { members: None, ..e.clone() }.render_into(Some(&doc), &mut general);
+            proptest::prop_assert_eq!(fast, general);
+        }
+    }
+
+    fn json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-c]{0,3}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    proptest::sample::select(vec!["a", "b", "_c1", "d"]).prop_map(String::from),
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 
     /// The examples of RFC 9535, section 1.5 (the crate itself runs the JSONPath compliance

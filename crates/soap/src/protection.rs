@@ -69,6 +69,180 @@ pub fn check<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, Viol
             });
         }
     }
+    if plainly_acceptable(input, limits) {
+        return Ok(Cow::Borrowed(input));
+    }
+    check_events(input, limits)
+}
+
+/// XML whitespace (the bytes quick-xml skips between attributes).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Bytes of the names the quick pass takes: 1 may start a name, 2 may continue one.
+const NAME: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphabetic() || c == b'_' {
+            1
+        } else if c.is_ascii_digit() || c == b'-' || c == b'.' || c == b':' {
+            2
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
+
+/// The end of the ASCII name starting at `i` (`i` itself when there is none).
+fn name_end(input: &[u8], i: usize) -> usize {
+    if input.get(i).is_none_or(|&b| NAME[b as usize] != 1) {
+        return i;
+    }
+    let mut e = i + 1;
+    while input.get(e).is_some_and(|&b| NAME[b as usize] != 0) {
+        e += 1;
+    }
+    e
+}
+
+/// A quick pass for the everyday message: elements with ASCII names, attributes written
+/// `name="value"` (without `&` or `<` in the value), text with predefined or character
+/// references, processing instructions (the XML declaration). True only when [`check_events`]
+/// would accept `input` unchanged; anything else (comments, CDATA, a DTD, other spellings, a
+/// limit reached, an error) answers false and leaves the verdict, and its message, to
+/// [`check_events`]. About five times cheaper than the event reader.
+fn plainly_acceptable(input: &[u8], limits: &Limits) -> bool {
+    let n = input.len();
+    let mut i = if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        3
+    } else {
+        0
+    };
+    // Open elements, as ranges of `input`.
+    let mut open: Vec<(usize, usize)> = Vec::with_capacity(16);
+    let mut root_seen = false;
+    let mut root_done = false;
+    // Attribute names of the current start tag, for the duplicate check.
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    loop {
+        let lt = memchr::memchr(b'<', &input[i..]).map(|p| i + p);
+        let text = &input[i..lt.unwrap_or(n)];
+        if !text.is_empty() {
+            if open.is_empty() {
+                if !text.iter().all(|&b| is_space(b)) {
+                    return false;
+                }
+            } else {
+                let mut rest = text;
+                while let Some(amp) = memchr::memchr(b'&', rest) {
+                    rest = &rest[amp + 1..];
+                    let Some(semi) = memchr::memchr2(b';', b'&', rest) else {
+                        return false;
+                    };
+                    let name = std::str::from_utf8(&rest[..semi]).unwrap_or("");
+                    if rest[semi] != b';' || crate::xml::resolve_reference(name).is_none() {
+                        return false;
+                    }
+                    rest = &rest[semi + 1..];
+                }
+                // A text run ends at markup: it is this text, references included.
+                if limits.max_text_length.is_some_and(|max| text.len() > max) {
+                    return false;
+                }
+            }
+        }
+        let Some(lt) = lt else { break };
+        i = lt + 1;
+        match input.get(i) {
+            Some(b'/') => {
+                // `</name>` of the innermost open element.
+                let Some((s, e)) = open.pop() else {
+                    return false;
+                };
+                let end = i + 1 + (e - s);
+                if input.get(i + 1..end) != Some(&input[s..e]) || input.get(end) != Some(&b'>') {
+                    return false;
+                }
+                root_done = open.is_empty();
+                i = end + 1;
+            }
+            Some(b'?') => {
+                // Up to the first `?>` that does not reuse the opening `?`.
+                match memchr::memmem::find(&input[i..], b"?>") {
+                    Some(k) if k > 0 => i += k + 2,
+                    _ => return false,
+                }
+            }
+            _ => {
+                let start = i;
+                let name_e = name_end(input, start);
+                i = name_e;
+                if i == start
+                    || root_done
+                    || i - start > limits.max_element_name_length
+                    || open.len() + 1 > limits.max_depth
+                {
+                    return false;
+                }
+                root_seen = true;
+                keys.clear();
+                loop {
+                    let before = i;
+                    while i < n && is_space(input[i]) {
+                        i += 1;
+                    }
+                    match input.get(i) {
+                        Some(b'>') => {
+                            open.push((start, name_e));
+                            i += 1;
+                            break;
+                        }
+                        Some(b'/') if input.get(i + 1) == Some(&b'>') => {
+                            root_done = open.is_empty();
+                            i += 2;
+                            break;
+                        }
+                        _ if i > before => {
+                            let key = (i, name_end(input, i));
+                            if key.1 == key.0
+                                || keys.len() >= limits.max_attribute_count
+                                || keys
+                                    .iter()
+                                    .any(|&(s, e)| input[s..e] == input[key.0..key.1])
+                            {
+                                return false;
+                            }
+                            keys.push(key);
+                            i = key.1;
+                            let quote = match input.get(i..i + 2) {
+                                Some([b'=', q @ (b'"' | b'\'')]) => *q,
+                                _ => return false,
+                            };
+                            i += 2;
+                            let Some(len) = memchr::memchr(quote, &input[i..]) else {
+                                return false;
+                            };
+                            if memchr::memchr2(b'&', b'<', &input[i..i + len]).is_some() {
+                                return false;
+                            }
+                            i += len + 1;
+                        }
+                        _ => return false,
+                    }
+                }
+            }
+        }
+    }
+    root_seen && open.is_empty()
+}
+
+/// The full check on quick-xml's events: every verdict and message of [`check`].
+fn check_events<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, Violation> {
     let mut reader = Reader::from_reader(input);
     reader.config_mut().enable_all_checks(true);
     let mut depth = 0usize;
@@ -442,6 +616,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
         #[test]
         fn never_panics(input in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = check(&input, &Limits::default());
@@ -450,6 +626,145 @@ mod tests {
         #[test]
         fn never_panics_on_xmlish(input in "[<>/a-c:=\"' &;#x0-9!\\[\\]DOCTYPEN-]{0,200}") {
             let _ = check(input.as_bytes(), &Limits::default());
+        }
+
+        /// The quick pass only ever accepts what the event reader accepts unchanged.
+        #[test]
+        fn the_quick_pass_agrees_with_the_event_reader(
+            doc in document(),
+            limits in (
+                proptest::option::of(1usize..4),
+                proptest::option::of(1usize..6),
+                proptest::option::of(1usize..6),
+                proptest::option::of(1usize..12),
+            ),
+        ) {
+            // Each limit small, or the default.
+            let d = Limits::default();
+            let limits = Limits {
+                max_attribute_count: limits.0.unwrap_or(d.max_attribute_count),
+                max_element_name_length: limits.1.unwrap_or(d.max_element_name_length),
+                max_depth: limits.2.unwrap_or(d.max_depth),
+                max_size: None,
+                max_text_length: limits.3,
+                remove_dtd: true,
+            };
+            for l in [Limits::default(), limits] {
+                let slow = check_events(doc.as_bytes(), &l);
+                if plainly_acceptable(doc.as_bytes(), &l) {
+                    prop_assert!(matches!(slow, Ok(Cow::Borrowed(_))), "{doc} {l:?}");
+                }
+            }
+        }
+
+        #[test]
+        fn the_quick_pass_agrees_on_xmlish(input in "[<>/a-c:=\"' &;#x0-9?\\[\\]-]{0,120}") {
+            if plainly_acceptable(input.as_bytes(), &Limits::default()) {
+                prop_assert!(matches!(
+                    check_events(input.as_bytes(), &Limits::default()),
+                    Ok(Cow::Borrowed(_))
+                ));
+            }
+        }
+    }
+
+    /// Documents for the quick pass's agreement test: element trees, mostly well-formed, with
+    /// names, attributes, texts and surroundings that the quick pass or the reader refuse.
+    fn document() -> impl Strategy<Value = String> {
+        let name = proptest::sample::select(vec!["a", "b", "ab:c", "abcdefg", "é", "a1"]);
+        let attr = prop_oneof![
+            6 => proptest::sample::select(vec![
+                " x=\"1\"", " y='2'", " z=\"\"", "\n\tx=\"a b\"", " w=\">\"", " x=\"&amp;\"",
+            ]),
+            1 => proptest::sample::select(vec![
+                " x=\"&foo;\"", " x=\"<\"", " x=1", " x = \"1\"", "x=\"1\"", " x", " x=\"1",
+            ]),
+        ];
+        let text = prop_oneof![
+            6 => proptest::sample::select(vec![
+                "", "text", " ", "\n", "&amp;", "a&#65;b", "x &lt; y", "é", ">", "<?pi x?>", "<??>",
+                "a\"b'c", "]]>", ";", "\u{c}", "&#x42;",
+            ]),
+            1 => proptest::sample::select(vec![
+                "&foo;", "&;", "&", "&#0;", "&amp", "<!-- c -->", "<![CDATA[x]]>", "<?>", "</a>", "<",
+            ]),
+        ];
+        let leaf = (
+            name.clone(),
+            proptest::collection::vec(attr.clone(), 0..4),
+            text.clone(),
+        )
+            .prop_map(|(n, a, t)| {
+                if t.is_empty() {
+                    format!("<{n}{}/>", a.concat())
+                } else {
+                    format!("<{n}{}>{t}</{n}>", a.concat())
+                }
+            });
+        let tree = leaf.prop_recursive(5, 40, 5, move |inner| {
+            (
+                name.clone(),
+                proptest::collection::vec(attr.clone(), 0..4),
+                proptest::collection::vec(
+                    prop_oneof![inner, text.clone().prop_map(String::from)],
+                    0..5,
+                ),
+                prop_oneof![12 => Just(""), 1 => Just(" "), 1 => Just("x"), 1 => Just("b")],
+            )
+                .prop_map(|(n, a, children, end)| {
+                    let end = match end {
+                        "" => n.to_owned(),
+                        " " => format!("{n} "),
+                        other => other.to_owned(),
+                    };
+                    format!("<{n}{}>{}</{end}>", a.concat(), children.concat())
+                })
+        });
+        let around = prop_oneof![
+            6 => proptest::sample::select(vec!["", " \n", "\u{feff}", "<?xml version=\"1.0\"?>"]),
+            1 => proptest::sample::select(vec!["<?>", "x", "<a/>", "<!-- c -->", "&amp;", "\u{c}"]),
+        ];
+        (around.clone(), tree, around).prop_map(|(a, t, b)| format!("{a}{t}{b}"))
+    }
+
+    #[test]
+    fn the_quick_pass_takes_everyday_messages() {
+        let l = Limits::default();
+        for doc in [
+            &b"<a/>"[..],
+            b"\xEF\xBB\xBF<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<s:Envelope xmlns:s=\"urn:s\">\n <s:Body><p:op xmlns:p='urn:p' a=\"1\"><x>1 &lt; 2 &#x42;</x><y/></p:op></s:Body>\n</s:Envelope>\n",
+        ] {
+            assert!(plainly_acceptable(doc, &l), "{}", String::from_utf8_lossy(doc));
+            assert!(matches!(check_events(doc, &l), Ok(Cow::Borrowed(_))));
+        }
+        // Texts longer than the byte-by-byte look-ahead.
+        let long = format!("<a>{}&amp;{}</a>", "x".repeat(40), "y".repeat(40));
+        assert!(plainly_acceptable(long.as_bytes(), &l));
+        let bad_ref = long.replace("&amp;", "&foo;");
+        assert!(!plainly_acceptable(bad_ref.as_bytes(), &l));
+        assert!(check(bad_ref.as_bytes(), &l).is_err());
+        let unclosed = format!("<a>{}", "x".repeat(80));
+        assert!(!plainly_acceptable(unclosed.as_bytes(), &l));
+        let soap = std::fs::read_to_string(format!(
+            "{}/../../bench/configs/soap-request.lua",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let body = soap
+            .split("wrk.body = '")
+            .nth(1)
+            .unwrap()
+            .split('\'')
+            .next()
+            .unwrap();
+        assert!(plainly_acceptable(body.as_bytes(), &l));
+        for f in ["simple.xml", "simple-ns.xml"] {
+            let doc = attack(f);
+            assert_eq!(
+                plainly_acceptable(&doc, &l),
+                !doc.windows(2).any(|w| w == b"<!"),
+                "{f}"
+            );
         }
     }
 }

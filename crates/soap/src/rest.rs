@@ -15,6 +15,7 @@
 //! at load time.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -96,6 +97,10 @@ pub struct Wsdl2OpenApi {
     prefix: String,
     ops: Vec<RestOp>,
     model: Model,
+    /// For each complex type of `model`: the JSON property names it knows (its elements, its
+    /// attributes and `$value`), sorted by length, then bytes (see [`by_length`]), for checking
+    /// request objects.
+    known: Vec<Vec<String>>,
     wsdl: Arc<Wsdl>,
     version: SoapVersion,
     endpoint: FixedEndpoint,
@@ -198,6 +203,22 @@ impl Wsdl2OpenApi {
             });
         }
         let model = builder.model;
+        let known = model
+            .types
+            .iter()
+            .map(|c| {
+                let mut names: Vec<String> = c
+                    .particles
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .chain(c.attributes.iter().map(|a| a.name.clone()))
+                    .chain(["$value".to_owned()])
+                    .collect();
+                names.sort_by(|a, b| by_length(a, b));
+                names.dedup();
+                names
+            })
+            .collect();
         for op in &mut ops {
             let mut namespaces = BTreeSet::new();
             collect_namespaces(&op.input, &model, &mut namespaces, &mut BTreeSet::new());
@@ -221,6 +242,7 @@ impl Wsdl2OpenApi {
             prefix,
             ops,
             model,
+            known,
             version: port.version,
             wsdl: Arc::clone(&wsdl),
             endpoint: FixedEndpoint(endpoint),
@@ -257,13 +279,18 @@ impl Wsdl2OpenApi {
     /// Builds the SOAP envelope for a request to operation `op` from its JSON content.
     fn request_xml(&self, op: &RestOp, content: &Value) -> Result<String, Vec<String>> {
         let mut errors = Vec::new();
-        let mut payload = String::with_capacity(512);
+        // Room for a typical envelope and the parser's padding (see `parse_envelope_in`).
+        let mut out = String::with_capacity(2048);
+        out.push_str("<soapenv:Envelope xmlns:soapenv=\"");
+        out.push_str(self.version.envelope_ns());
+        out.push_str("\"><soapenv:Body>");
         let w = Writer {
             model: &self.model,
+            known: &self.known,
             prefixes: &op.prefixes,
         };
         w.element(
-            &mut payload,
+            &mut out,
             &op.input,
             content,
             &At::ROOT,
@@ -273,10 +300,8 @@ impl Wsdl2OpenApi {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let ns = self.version.envelope_ns();
-        Ok(format!(
-            "<soapenv:Envelope xmlns:soapenv=\"{ns}\"><soapenv:Body>{payload}</soapenv:Body></soapenv:Envelope>"
-        ))
+        out.push_str("</soapenv:Body></soapenv:Envelope>");
+        Ok(out)
     }
 
     /// The JSON answer for the SOAP response `bytes` of operation `op`.
@@ -309,6 +334,11 @@ impl Wsdl2OpenApi {
             None => Ok(generic_json(first)),
         }
     }
+}
+
+/// Orders names by length first: most comparisons then end without comparing bytes.
+fn by_length(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -388,6 +418,8 @@ impl std::fmt::Display for At<'_> {
 
 struct Writer<'a> {
     model: &'a Model,
+    /// [`Wsdl2OpenApi::known`].
+    known: &'a [Vec<String>],
     prefixes: &'a BTreeMap<String, String>,
 }
 
@@ -508,11 +540,11 @@ impl Writer<'_> {
                 if let Some(t) = obj.get("$value") {
                     self.scalar(out, t, &at.key("$value"), errors);
                 }
-                for (k, _) in obj.iter() {
-                    let known = k == "$value"
-                        || c.particles.iter().any(|q| &q.name == k)
-                        || c.attributes.iter().any(|a| &a.name == k);
-                    if !known && !c.any {
+                let names = self.known.get(*i).map_or(&[][..], Vec::as_slice);
+                for (k, _) in obj.iter().filter(|_| !c.any) {
+                    // `$value`, an element or an attribute of the type.
+                    let known = names.binary_search_by(|n| by_length(n, k)).is_ok();
+                    if !known {
                         errors.push(format!(
                             "{at}.{k}: unknown property (expected: {})",
                             c.particles
@@ -550,7 +582,10 @@ impl Writer<'_> {
     fn scalar(&self, out: &mut String, v: &Value, at: &At<'_>, errors: &mut Vec<String>) {
         match v {
             Value::String(s) => escape_into(out, s, false),
-            Value::Number(n) => out.push_str(&n.to_string()),
+            Value::Number(n) => {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{n}");
+            }
             Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Value::Null => {}
             _ => errors.push(format!("{at}: must be a string, number or boolean")),
@@ -1046,7 +1081,8 @@ impl Policy for Wsdl2OpenApi {
         };
         // Full XML Schema validation of what will be sent (facets, choices, required
         // elements), with libxml2.
-        let validator_result = crate::validator::parse_envelope(envelope.as_bytes())
+        let mut envelope = envelope.into_bytes();
+        let validator_result = crate::validator::parse_envelope_in(&mut envelope)
             .map_err(|(m, _)| vec![m])
             .and_then(|env| {
                 env.body

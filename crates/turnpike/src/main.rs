@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 use clap::{Parser, Subcommand};
 use turnpike_engine::Gateway;
 
+// Rust's allocations; with the crate's `override` feature (Cargo.toml) mimalloc also replaces
+// malloc and free for the C libraries linked in (libxml2).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
