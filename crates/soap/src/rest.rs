@@ -277,13 +277,18 @@ impl Wsdl2OpenApi {
     }
 
     /// Builds the SOAP envelope for a request to operation `op` from its JSON content.
+    #[cfg(test)]
     fn request_xml(&self, op: &RestOp, content: &Value) -> Result<String, Vec<String>> {
+        let payload = self.request_element(op, content)?;
+        String::from_utf8(self.envelope(payload.as_bytes())).map_err(|e| vec![e.to_string()])
+    }
+
+    /// The request element (the content of the SOAP Body) for operation `op` from its JSON
+    /// content; it declares every namespace it uses.
+    fn request_element(&self, op: &RestOp, content: &Value) -> Result<String, Vec<String>> {
         let mut errors = Vec::new();
-        // Room for a typical envelope and the parser's padding (see `parse_envelope_in`).
+        // Room for a typical element and the parser's padding (see `parse_element_in`).
         let mut out = String::with_capacity(2048);
-        out.push_str("<soapenv:Envelope xmlns:soapenv=\"");
-        out.push_str(self.version.envelope_ns());
-        out.push_str("\"><soapenv:Body>");
         let w = Writer {
             model: &self.model,
             known: &self.known,
@@ -300,8 +305,21 @@ impl Wsdl2OpenApi {
         if !errors.is_empty() {
             return Err(errors);
         }
-        out.push_str("</soapenv:Body></soapenv:Envelope>");
         Ok(out)
+    }
+
+    /// `element` in a SOAP envelope of the port's version.
+    fn envelope(&self, element: &[u8]) -> Vec<u8> {
+        const HEAD: &[u8] = b"<soapenv:Envelope xmlns:soapenv=\"";
+        const BODY: &[u8] = b"\"><soapenv:Body>";
+        const TAIL: &[u8] = b"</soapenv:Body></soapenv:Envelope>";
+        let ns = self.version.envelope_ns().as_bytes();
+        let mut out =
+            Vec::with_capacity(HEAD.len() + ns.len() + BODY.len() + element.len() + TAIL.len());
+        for part in [HEAD, ns, BODY, element, TAIL] {
+            out.extend_from_slice(part);
+        }
+        out
     }
 
     /// The JSON answer for the SOAP response `bytes` of operation `op`.
@@ -1075,23 +1093,20 @@ impl Policy for Wsdl2OpenApi {
                 std::borrow::Cow::Owned(v)
             }
         };
-        let envelope = match self.request_xml(op, &content) {
-            Ok(x) => x,
+        let mut element = match self.request_element(op, &content) {
+            Ok(x) => x.into_bytes(),
             Err(errors) => return Outcome::Reject(invalid(errors)),
         };
         // Full XML Schema validation of what will be sent (facets, choices, required
-        // elements), with libxml2.
-        let mut envelope = envelope.into_bytes();
-        let validator_result = crate::validator::parse_envelope_in(&mut envelope)
-            .map_err(|(m, _)| vec![m])
-            .and_then(|env| {
-                env.body
-                    .iter()
-                    .try_for_each(|el| self.wsdl.schema_set.validate(el))
-            });
+        // elements), with libxml2: the request element alone (the envelope around it is the
+        // gateway's own).
+        let validator_result = crate::validator::parse_element_in(&mut element)
+            .map_err(|m| vec![m])
+            .and_then(|(_doc, root)| self.wsdl.schema_set.validate(&root));
         if let Err(errors) = validator_result {
             return Outcome::Reject(invalid(errors));
         }
+        let envelope = self.envelope(&element);
         let len = envelope.len();
         ex.request_body = Body::full(envelope);
         turnpike_core::json::forget_request_json(ex);
@@ -1268,6 +1283,53 @@ mod tests {
         let r = &doc["paths"]["/get-partners"]["post"]["responses"]["200"]["content"]
             ["application/json"]["schema"];
         assert_eq!(r["properties"]["partners"]["type"], "array");
+    }
+
+    /// The request element is validated alone: the verdicts and messages are those of the whole
+    /// envelope's validation.
+    #[test]
+    fn element_validation_matches_envelope_validation() {
+        let p = compile("partner.wsdl", "");
+        let (i, _) = p.find(&Method::POST, "/create-partner").unwrap();
+        let op = &p.ops[i];
+        let mut failures = 0;
+        for content in [
+            json!({"name": "A", "birthDate": "1990-04-01", "kind": "PERSON", "address": {
+                "street": "s", "houseNumber": "1", "postalCode": "53111", "city": "Bonn", "country": "DE"
+            }}),
+            json!({"name": "A", "kind": "PERSON"}),
+            json!({"kind": "PERSON"}),
+            json!({"name": "A", "kind": "ALIEN"}),
+            json!({"name": "A", "kind": "PERSON", "birthDate": "yesterday"}),
+            json!({"name": "A", "kind": "PERSON", "address": {"city": "Bonn"}}),
+            json!({"name": 42, "kind": "COMPANY", "birthDate": "2020-02-30"}),
+        ] {
+            let via_envelope =
+                crate::validator::parse_envelope(p.request_xml(op, &content).unwrap().as_bytes())
+                    .map_err(|(m, _)| vec![m])
+                    .and_then(|env| {
+                        env.body
+                            .iter()
+                            .try_for_each(|el| p.wsdl.schema_set.validate(el))
+                    });
+            let mut element = p.request_element(op, &content).unwrap().into_bytes();
+            let alone = crate::validator::parse_element_in(&mut element)
+                .map_err(|m| vec![m])
+                .and_then(|(_doc, root)| p.wsdl.schema_set.validate(&root));
+            assert_eq!(via_envelope, alone, "{content}");
+            failures += usize::from(alone.is_err());
+            assert_eq!(
+                element,
+                p.request_element(op, &content).unwrap().into_bytes()
+            );
+        }
+        assert_eq!(failures, 6);
+        // Not well-formed (a wildcard property that is no XML name): the same message.
+        let mut bad = b"<a><1x/></a>".to_vec();
+        assert_eq!(
+            crate::validator::parse_element_in(&mut bad).err().unwrap(),
+            crate::validator::parse_envelope(b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><1x/></s:Body></s:Envelope>").err().unwrap().0
+        );
     }
 
     #[test]

@@ -98,9 +98,29 @@ pub fn parse_envelope_in(message: &mut Vec<u8>) -> Result<Envelope, (String, Opt
     parsed
 }
 
-fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
+/// Parses an element the gateway wrote itself (`wsdl2openapi`'s request element, which
+/// declares every namespace it uses), padded in place like [`parse_envelope_in`]. Returns the
+/// document (keep it alive while using the node) and its root element; errors as
+/// [`parse_envelope`]'s.
+pub fn parse_element_in(xml: &mut Vec<u8>) -> Result<(Document, Node), String> {
+    let len = xml.len();
+    let pad = ascii_compatible(xml);
+    if pad {
+        xml.resize(len + PARSE_PADDING, b' ');
+    }
+    let parsed = parse_doc(xml);
+    xml.truncate(len);
+    let doc = parsed?;
+    let root = doc
+        .get_root_element()
+        .ok_or_else(|| "the message has no root element".to_owned())?;
+    Ok((doc, root))
+}
+
+/// libxml2's document of `bytes` (no DTD, no network, no entity expansion).
+fn parse_doc(bytes: &[u8]) -> Result<Document, String> {
     if has_doctype(bytes) {
-        return Err(("SOAP messages must not contain a DTD".into(), None));
+        return Err("SOAP messages must not contain a DTD".into());
     }
     let options = ParserOptions {
         recover: false,
@@ -111,9 +131,13 @@ fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
         compact: true,
         ..ParserOptions::default()
     };
-    let doc = Parser::default()
+    Parser::default()
         .parse_string_with_options(bytes, options)
-        .map_err(|_| ("the message is not well-formed XML".to_owned(), None))?;
+        .map_err(|_| "the message is not well-formed XML".to_owned())
+}
+
+fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
+    let doc = parse_doc(bytes).map_err(|m| (m, None))?;
     let root = doc
         .get_root_element()
         .ok_or_else(|| ("the message has no root element".to_owned(), None))?;
