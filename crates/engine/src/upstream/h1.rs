@@ -627,7 +627,7 @@ fn framing(
             .get_all(header::TRANSFER_ENCODING)
             .iter()
             .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .map(trim)
+            .map(<[u8]>::trim_ascii)
             .rfind(|t| !t.is_empty());
         let chunked = last.is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
         // With both Transfer-Encoding and Content-Length the message may have been smuggled:
@@ -642,7 +642,7 @@ fn framing(
     let mut length: Option<u64> = None;
     for v in headers.get_all(header::CONTENT_LENGTH) {
         for part in v.as_bytes().split(|b| *b == b',') {
-            let part = trim(part);
+            let part = part.trim_ascii();
             if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
                 return Err(H1Error::Parse("invalid Content-Length".into()));
             }
@@ -669,25 +669,13 @@ fn persistent(headers: &HeaderMap, version: Version) -> bool {
             .get_all(header::CONNECTION)
             .iter()
             .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .any(|t| trim(t).eq_ignore_ascii_case(token))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
     };
     if version == Version::HTTP_11 {
         !has(b"close")
     } else {
         has(b"keep-alive")
     }
-}
-
-fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !matches!(c, b' ' | b'\t'))
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !matches!(c, b' ' | b'\t'))
-        .map_or(start, |e| e + 1);
-    &b[start..end]
 }
 
 #[cfg(test)]
