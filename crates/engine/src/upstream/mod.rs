@@ -435,6 +435,7 @@ impl UpstreamPool {
         let now = Instant::now();
         self.now.set(now);
         self.collect_returns();
+        self.resolver.sweep();
         let mut idle = self.idle.borrow_mut();
         for list in idle.values_mut() {
             list.retain_mut(|p| {

@@ -69,6 +69,19 @@ impl Resolver {
     }
 }
 
+impl Resolver {
+    /// Forgets answers older than [`TTL`] (and those of targets a reload removed, whose ids
+    /// never come back). Called by the pool's sweep.
+    pub fn sweep(&self) {
+        self.entries
+            .borrow_mut()
+            .retain(|_, entry| match entry.try_lock() {
+                Ok(slot) => slot.as_ref().is_some_and(|r| r.at.elapsed() < TTL),
+                Err(_) => true, // a lookup is running
+            });
+    }
+}
+
 /// Connects to the first of `addrs` that accepts.
 pub async fn connect(addrs: &[SocketAddr]) -> io::Result<tokio::net::TcpStream> {
     let mut last = None;
@@ -100,5 +113,8 @@ mod tests {
         r.prefer(3, last);
         assert_eq!(r.addresses(3, "localhost", 82).await.unwrap()[0], last);
         assert!(r.addresses(4, "no-such-host.invalid", 80).await.is_err());
+        // Fresh answers survive a sweep; the failed lookup's empty entry does not.
+        r.sweep();
+        assert_eq!(r.entries.borrow().len(), 1);
     }
 }
