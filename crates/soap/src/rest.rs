@@ -1098,12 +1098,11 @@ impl Policy for Wsdl2OpenApi {
             Err(errors) => return Outcome::Reject(invalid(errors)),
         };
         // Full XML Schema validation of what will be sent (facets, choices, required
-        // elements), with libxml2: the request element alone (the envelope around it is the
-        // gateway's own).
-        let validator_result = crate::validator::parse_element_in(&mut element)
-            .map_err(|m| vec![m])
-            .and_then(|(_doc, root)| self.wsdl.schema_set.validate(&root));
-        if let Err(errors) = validator_result {
+        // elements), with libxml2 in one streaming pass: the request element alone (the
+        // envelope around it is the gateway's own).
+        if let Err(errors) =
+            crate::validator::validate_element_in(&self.wsdl.schema_set, &mut element)
+        {
             return Outcome::Reject(invalid(errors));
         }
         let envelope = self.envelope(&element);

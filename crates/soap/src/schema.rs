@@ -9,10 +9,15 @@
 //! operations, and a main schema that imports every namespace. The main schema is compiled once
 //! at load to report errors.
 //!
+//! Unless a schema of the WSDL itself declares the SOAP envelope namespaces, the set also holds
+//! a schema of the SOAP 1.1 and 1.2 envelopes whose `Body` demands a declared element
+//! (`processContents="strict"`), so that a whole message is validated in one streaming pass,
+//! without building a tree ([`SchemaSet::validate_message`], with `turnpike-xmlstream`).
+//!
 //! libxml2's schema and validation contexts are not thread-safe, so each worker thread compiles
 //! its own copy on first use and keeps it in a thread-local cache (thread per core: no locks,
-//! no sharing on the request path). Entries of schema sets that were dropped (after a reload)
-//! are purged when a new set is compiled on that thread.
+//! no sharing on the request path), next to the thread's reused parser. Entries of schema sets
+//! that were dropped (after a reload) are purged when a new set is compiled on that thread.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -20,11 +25,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
+use libxml::error::StructuredError;
 use libxml::schemas::{SchemaParserContext, SchemaValidationContext};
 use libxml::tree::Node;
+use turnpike_xmlstream::{StreamValidator, Verdict, Watch};
 
 use crate::fetch::Location;
-use crate::wsdl::{Service, Style, XSD_NS};
+use crate::wsdl::{Service, SoapVersion, Style, XSD_NS};
 use crate::xml::{self, escape, Element};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -39,12 +46,47 @@ const XML_NS_SCHEMA: &str = r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSc
   <xs:attributeGroup name="specialAttrs"><xs:attribute ref="xml:base"/><xs:attribute ref="xml:lang"/><xs:attribute ref="xml:space"/><xs:attribute ref="xml:id"/></xs:attributeGroup>
 </xs:schema>"#;
 
+/// The schema of a SOAP envelope (`{ns}` is replaced by its namespace) as the validator sees
+/// it: an optional `Header` whose entries are not validated, a `Body` whose elements must be
+/// declared by the WSDL's schemas and valid, and a `Fault` (answered by the backend) whose
+/// content is not validated. Everything else the envelope may carry is let through here; the
+/// `validator` policy checks the envelope's structure itself.
+const ENVELOPE_SCHEMA: &str = r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:e="{ns}" targetNamespace="{ns}" elementFormDefault="qualified">
+  <xs:element name="Envelope"><xs:complexType mixed="true"><xs:sequence>
+    <xs:element ref="e:Header" minOccurs="0"/>
+    <xs:element ref="e:Body"/>
+    <xs:any processContents="skip" minOccurs="0" maxOccurs="unbounded"/>
+  </xs:sequence><xs:anyAttribute processContents="skip"/></xs:complexType></xs:element>
+  <xs:element name="Header"><xs:complexType mixed="true"><xs:sequence>
+    <xs:any processContents="skip" minOccurs="0" maxOccurs="unbounded"/>
+  </xs:sequence><xs:anyAttribute processContents="skip"/></xs:complexType></xs:element>
+  <xs:element name="Body"><xs:complexType mixed="true"><xs:sequence>
+    <xs:any processContents="strict" minOccurs="0" maxOccurs="unbounded"/>
+  </xs:sequence><xs:anyAttribute processContents="skip"/></xs:complexType></xs:element>
+  <xs:element name="Fault"><xs:complexType mixed="true"><xs:sequence>
+    <xs:any processContents="skip" minOccurs="0" maxOccurs="unbounded"/>
+  </xs:sequence><xs:anyAttribute processContents="skip"/></xs:complexType></xs:element>
+</xs:schema>"#;
+
 /// A compiled set of schemas, shared by every worker.
 #[derive(Debug)]
 pub struct SchemaSet {
     id: u64,
     main: String,
+    /// The set declares the SOAP 1.1 and 1.2 envelopes ([`ENVELOPE_SCHEMA`]).
+    envelopes: bool,
     _dir: tempfile::TempDir,
+}
+
+/// What [`SchemaSet::validate_message`] found.
+#[derive(Debug)]
+pub enum Checked {
+    /// Well-formed and valid.
+    Valid,
+    /// Well-formed but invalid: the validator's messages (`line N: ...`).
+    Invalid(Vec<String>),
+    /// Not well-formed XML.
+    NotWellFormed,
 }
 
 struct Cached {
@@ -54,6 +96,22 @@ struct Cached {
 
 thread_local! {
     static CONTEXTS: RefCell<HashMap<u64, Cached>> = RefCell::new(HashMap::new());
+    /// This thread's parser for [`SchemaSet::validate_message`] (`None`: not yet created).
+    static PARSER: RefCell<Option<StreamValidator>> = const { RefCell::new(None) };
+}
+
+/// `line N: message` for each error with a message.
+fn messages(errors: &[StructuredError]) -> Vec<String> {
+    errors
+        .iter()
+        .filter_map(|e| {
+            let m = e.message.as_deref()?.trim();
+            Some(match e.line {
+                Some(l) if l > 0 => format!("line {l}: {m}"),
+                _ => m.to_owned(),
+            })
+        })
+        .collect()
 }
 
 /// Writes schema documents into the temporary folder, each once.
@@ -237,12 +295,35 @@ impl SchemaSet {
                 ));
             }
         }
+        // The envelopes, unless the WSDL's own schemas declare their namespaces (then messages
+        // are validated element by element on a tree instead).
+        let envelope_namespaces =
+            [SoapVersion::V11, SoapVersion::V12].map(SoapVersion::envelope_ns);
+        let envelopes = !ex.all.iter().chain(inline.iter().map(|(s, _)| s)).any(|s| {
+            s.attr("targetNamespace")
+                .is_some_and(|ns| envelope_namespaces.contains(&ns))
+        }) && !members
+            .keys()
+            .any(|ns| envelope_namespaces.contains(&ns.as_str()));
+        if envelopes {
+            for (i, ns) in envelope_namespaces.iter().enumerate() {
+                let path = dir.path().join(format!("envelope-{i}.xsd"));
+                std::fs::write(&path, ENVELOPE_SCHEMA.replace("{ns}", ns))
+                    .map_err(|e| format!("cannot write schema: {e}"))?;
+                main.push_str(&format!(
+                    "<xsd:import namespace=\"{}\" schemaLocation=\"{}\"/>",
+                    escape(ns),
+                    escape(&path.to_string_lossy())
+                ));
+            }
+        }
         main.push_str("</xsd:schema>");
         let main_path = dir.path().join("main.xsd");
         std::fs::write(&main_path, main).map_err(|e| format!("cannot write schema: {e}"))?;
         let set = SchemaSet {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             main: main_path.to_string_lossy().into_owned(),
+            envelopes,
             _dir: dir,
         };
         set.compile()?;
@@ -261,9 +342,17 @@ impl SchemaSet {
         })
     }
 
-    /// Validates `element` (and everything below it) against the schemas, on this thread's
-    /// compiled copy. Returns the validator's messages on failure.
-    pub fn validate(self: &Arc<Self>, element: &Node) -> Result<(), Vec<String>> {
+    /// True when whole SOAP messages can be validated with [`SchemaSet::validate_message`]
+    /// (the set declares the envelopes).
+    pub fn validates_envelopes(&self) -> bool {
+        self.envelopes
+    }
+
+    /// Runs `f` with this thread's compiled copy of the set (compiled on first use).
+    fn with_context<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut SchemaValidationContext) -> Result<T, Vec<String>>,
+    ) -> Result<T, Vec<String>> {
         CONTEXTS.with(|cell| {
             let mut map = cell.borrow_mut();
             if !map.contains_key(&self.id) {
@@ -280,21 +369,47 @@ impl SchemaSet {
             let Some(cached) = map.get_mut(&self.id) else {
                 return Err(vec!["internal: schema cache".to_owned()]);
             };
-            let result = cached.ctx.validate_node(element);
+            f(&mut cached.ctx)
+        })
+    }
+
+    /// Validates `element` (and everything below it) against the schemas, on this thread's
+    /// compiled copy. Returns the validator's messages on failure.
+    pub fn validate(self: &Arc<Self>, element: &Node) -> Result<(), Vec<String>> {
+        self.with_context(|ctx| {
+            let result = ctx.validate_node(element);
             // Warnings of a successful validation stay in the context's log: drop them.
             if result.is_ok() {
-                cached.ctx.drain_errors();
+                ctx.drain_errors();
             }
-            result.map_err(|errs| {
-                errs.iter()
-                    .filter_map(|e| {
-                        let m = e.message.as_deref()?.trim();
-                        Some(match e.line {
-                            Some(l) if l > 0 => format!("line {l}: {m}"),
-                            _ => m.to_owned(),
-                        })
-                    })
-                    .collect()
+            result.map_err(|errs| messages(&errs))
+        })
+    }
+
+    /// Parses `message` and validates it in the same pass, without building a tree: a SOAP
+    /// envelope (when [`SchemaSet::validates_envelopes`]) or an element the schemas declare.
+    /// `watch` sees the elements near the root. `Err` when libxml2 could not run at all.
+    /// The caller rejects documents with a DTD before.
+    pub fn validate_message(
+        self: &Arc<Self>,
+        message: &[u8],
+        watch: &mut dyn Watch,
+    ) -> Result<Checked, Vec<String>> {
+        self.with_context(|ctx| {
+            PARSER.with(|cell| {
+                let mut parser = cell.borrow_mut();
+                if parser.is_none() {
+                    *parser = StreamValidator::new();
+                }
+                let Some(parser) = parser.as_mut() else {
+                    return Err(vec!["libxml2 could not create a parser".to_owned()]);
+                };
+                match parser.validate(ctx, message, watch) {
+                    Verdict::Valid => Ok(Checked::Valid),
+                    Verdict::Invalid(errors) => Ok(Checked::Invalid(messages(&errors))),
+                    Verdict::NotWellFormed => Ok(Checked::NotWellFormed),
+                    Verdict::Failed(why) => Err(vec![why.to_owned()]),
+                }
             })
         })
     }

@@ -13,6 +13,7 @@ use libxml::tree::{Document, Node};
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy};
 
 use crate::fault::{fault_response, FaultCode};
+use crate::schema::Checked;
 use crate::wsdl::{QName, SoapVersion, Wsdl};
 
 /// The fault string of every validation failure.
@@ -24,6 +25,9 @@ pub struct WsdlValidator {
     wsdl: Arc<Wsdl>,
     requests: HashSet<QName>,
     responses: HashSet<QName>,
+    /// `requests` and `responses` as (local name, namespace), sorted: looked up by the bytes
+    /// the parser reports, without copying them.
+    sorted: (Vec<LocalFirst>, Vec<LocalFirst>),
     /// Some operation's request (`.0`) or response (`.1`) has an empty body.
     empty_ok: (bool, bool),
 }
@@ -117,6 +121,30 @@ pub fn parse_element_in(xml: &mut Vec<u8>) -> Result<(Document, Node), String> {
     Ok((doc, root))
 }
 
+/// Validates an element the gateway wrote itself (`wsdl2openapi`'s request element, which
+/// declares every namespace it uses) against `schemas` in one streaming pass, padded in place
+/// like [`parse_envelope_in`]. Returns the validator's messages on failure.
+pub fn validate_element_in(
+    schemas: &Arc<crate::schema::SchemaSet>,
+    xml: &mut Vec<u8>,
+) -> Result<(), Vec<String>> {
+    let len = xml.len();
+    let pad = ascii_compatible(xml);
+    if pad {
+        xml.resize(len + PARSE_PADDING, b' ');
+    }
+    let checked = schemas.validate_message(xml, &mut turnpike_xmlstream::NoWatch);
+    xml.truncate(len);
+    match checked? {
+        Checked::Valid => Ok(()),
+        Checked::NotWellFormed => Err(vec!["the message is not well-formed XML".to_owned()]),
+        Checked::Invalid(msgs) if msgs.is_empty() => Err(vec![
+            "the message does not match the WSDL's schemas".to_owned(),
+        ]),
+        Checked::Invalid(msgs) => Err(msgs),
+    }
+}
+
 /// libxml2's document of `bytes` (no DTD, no network, no entity expansion).
 fn parse_doc(bytes: &[u8]) -> Result<Document, String> {
     if has_doctype(bytes) {
@@ -179,6 +207,112 @@ fn parse_xml(bytes: &[u8]) -> Result<Envelope, (String, Option<SoapVersion>)> {
     })
 }
 
+/// A qualified name as (local name, namespace).
+type LocalFirst = (String, String);
+
+/// The root element of a message, as [`EnvelopeWatch`] saw it.
+enum Root {
+    Missing,
+    Envelope(SoapVersion),
+    Other(QName),
+}
+
+/// The first element of a message's body, as [`EnvelopeWatch`] saw it.
+enum First {
+    Missing,
+    /// The envelope's own `Fault`.
+    Fault,
+    /// One of the body elements the WSDL declares for this direction.
+    Allowed,
+    /// Another element.
+    Other(QName),
+}
+
+/// Notes, while a message streams through the parser, what [`WsdlValidator::check_streaming`]
+/// checks beside the schemas: the root element, the parts of the envelope and the first
+/// element of its body. Names are copied only for error messages.
+struct EnvelopeWatch<'a> {
+    /// The body elements allowed, as (local name, namespace), sorted.
+    allowed: &'a [LocalFirst],
+    root: Root,
+    /// The first child of the envelope other than a leading `Header` and one `Body`.
+    unexpected: Option<QName>,
+    /// Children of the envelope seen.
+    children: usize,
+    /// A `Body` was seen.
+    body: bool,
+    /// The envelope child being read is the `Body`.
+    in_body: bool,
+    first: First,
+}
+
+fn owned(ns: &[u8], local: &[u8]) -> QName {
+    (
+        String::from_utf8_lossy(ns).into_owned(),
+        String::from_utf8_lossy(local).into_owned(),
+    )
+}
+
+impl turnpike_xmlstream::Watch for EnvelopeWatch<'_> {
+    fn max_depth(&self) -> u32 {
+        3
+    }
+
+    fn start(&mut self, depth: u32, ns: &[u8], local: &[u8]) {
+        match depth {
+            0 => {
+                let version = std::str::from_utf8(ns)
+                    .ok()
+                    .and_then(SoapVersion::from_envelope_ns)
+                    .filter(|_| local == b"Envelope");
+                self.root = match version {
+                    Some(v) => Root::Envelope(v),
+                    None => Root::Other(owned(ns, local)),
+                };
+            }
+            1 => {
+                let Root::Envelope(version) = self.root else {
+                    return;
+                };
+                let env = version.envelope_ns().as_bytes();
+                let first = self.children == 0;
+                self.children += 1;
+                self.in_body = false;
+                if ns == env && local == b"Header" && first {
+                    return;
+                }
+                if ns == env && local == b"Body" && !self.body {
+                    self.body = true;
+                    self.in_body = true;
+                    return;
+                }
+                if self.unexpected.is_none() {
+                    self.unexpected = Some(owned(ns, local));
+                }
+            }
+            _ => {
+                if !self.in_body || !matches!(self.first, First::Missing) {
+                    return;
+                }
+                let Root::Envelope(version) = self.root else {
+                    return;
+                };
+                let allowed = self
+                    .allowed
+                    .binary_search_by(|(l, n)| (l.as_bytes(), n.as_bytes()).cmp(&(local, ns)))
+                    .is_ok();
+                self.first = if allowed {
+                    First::Allowed
+                } else if ns == version.envelope_ns().as_bytes() && local == b"Fault" {
+                    First::Fault
+                } else {
+                    First::Other(owned(ns, local))
+                };
+            }
+        }
+    }
+}
+
 /// Finds `<!DOCTYPE` (the searcher is built once).
 fn has_doctype(hay: &[u8]) -> bool {
     static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
@@ -204,16 +338,149 @@ impl WsdlValidator {
                 empty_ok.1 |= empty(&op.output);
             }
         }
+        let sort = |set: &HashSet<QName>| {
+            let mut v: Vec<LocalFirst> =
+                set.iter().map(|(ns, l)| (l.clone(), ns.clone())).collect();
+            v.sort();
+            v
+        };
+        let sorted = (sort(&requests), sort(&responses));
         Ok(WsdlValidator {
             wsdl,
             requests,
             responses,
+            sorted,
             empty_ok,
         })
     }
 
     /// Validates one message; `Err` carries the fault's detail and the version to answer in.
     pub fn check(&self, bytes: &[u8], response: bool) -> Result<(), (String, Option<SoapVersion>)> {
+        if self.wsdl.schema_set.validates_envelopes() {
+            self.check_streaming(bytes, response)
+        } else {
+            self.check_tree(bytes, response)
+        }
+    }
+
+    /// The body elements allowed in a request or a response.
+    fn allowed(&self, response: bool) -> &HashSet<QName> {
+        if response {
+            &self.responses
+        } else {
+            &self.requests
+        }
+    }
+
+    /// The message for a first body element `q` that is not one of the WSDL's.
+    fn unexpected_body(&self, q: &QName, response: bool) -> String {
+        let mut names: Vec<String> = self.allowed(response).iter().map(show).collect();
+        names.sort();
+        format!(
+            "{} is not a {} element of the WSDL; expected one of: {}",
+            show(q),
+            if response { "response" } else { "request" },
+            names.join(", ")
+        )
+    }
+
+    /// [`WsdlValidator::check`] in one streaming pass: libxml2 parses the message and validates
+    /// it against the schemas and the envelope schema of the set while [`EnvelopeWatch`] notes
+    /// the envelope's parts and the body's elements; no tree is built. The verdicts and
+    /// messages are those of [`WsdlValidator::check_tree`].
+    fn check_streaming(
+        &self,
+        bytes: &[u8],
+        response: bool,
+    ) -> Result<(), (String, Option<SoapVersion>)> {
+        if has_doctype(bytes) {
+            return Err(("SOAP messages must not contain a DTD".into(), None));
+        }
+        let mut watch = EnvelopeWatch {
+            allowed: if response {
+                &self.sorted.1
+            } else {
+                &self.sorted.0
+            },
+            root: Root::Missing,
+            unexpected: None,
+            children: 0,
+            body: false,
+            in_body: false,
+            first: First::Missing,
+        };
+        let checked = if ascii_compatible(bytes) {
+            let mut padded = Vec::with_capacity(bytes.len() + PARSE_PADDING);
+            padded.extend_from_slice(bytes);
+            padded.resize(bytes.len() + PARSE_PADDING, b' ');
+            self.wsdl.schema_set.validate_message(&padded, &mut watch)
+        } else {
+            self.wsdl.schema_set.validate_message(bytes, &mut watch)
+        }
+        .map_err(|m| (m.join("\n"), None))?;
+        if matches!(checked, Checked::NotWellFormed) {
+            return Err(("the message is not well-formed XML".to_owned(), None));
+        }
+        let version = match watch.root {
+            Root::Missing => return Err(("the message has no root element".to_owned(), None)),
+            Root::Other(q) => {
+                return Err((
+                    format!(
+                        "the root element {} is not a SOAP 1.1 or 1.2 Envelope",
+                        show(&q)
+                    ),
+                    None,
+                ))
+            }
+            Root::Envelope(v) => v,
+        };
+        if let Some(q) = watch.unexpected {
+            return Err((
+                format!("unexpected element {} in the Envelope", show(&q)),
+                Some(version),
+            ));
+        }
+        if !watch.body {
+            return Err(("the Envelope has no Body".to_owned(), Some(version)));
+        }
+        match watch.first {
+            First::Missing => {
+                let ok = if response {
+                    self.empty_ok.1
+                } else {
+                    self.empty_ok.0
+                };
+                return if ok {
+                    Ok(())
+                } else {
+                    Err(("the Body is empty".into(), Some(version)))
+                };
+            }
+            First::Fault if response => return Ok(()),
+            First::Fault => {
+                let q = (version.envelope_ns().to_owned(), "Fault".to_owned());
+                return Err((self.unexpected_body(&q, response), Some(version)));
+            }
+            First::Other(q) => return Err((self.unexpected_body(&q, response), Some(version))),
+            First::Allowed => {}
+        }
+        match checked {
+            Checked::Valid | Checked::NotWellFormed => Ok(()),
+            Checked::Invalid(msgs) if msgs.is_empty() => Err((
+                "the message does not match the WSDL's schemas".to_owned(),
+                Some(version),
+            )),
+            Checked::Invalid(msgs) => Err((msgs.join("\n"), Some(version))),
+        }
+    }
+
+    /// [`WsdlValidator::check`] on a libxml2 tree, for WSDLs whose schemas declare the SOAP
+    /// envelope namespaces themselves: each body element is validated on its own.
+    fn check_tree(
+        &self,
+        bytes: &[u8],
+        response: bool,
+    ) -> Result<(), (String, Option<SoapVersion>)> {
         let env = parse_envelope(bytes)?;
         let version = Some(env.version);
         let Some(first) = env.body.first() else {
@@ -233,23 +500,8 @@ impl WsdlValidator {
         if response && q.0 == env_ns && q.1 == "Fault" {
             return Ok(());
         }
-        let allowed = if response {
-            &self.responses
-        } else {
-            &self.requests
-        };
-        if !allowed.contains(&q) {
-            let mut names: Vec<String> = allowed.iter().map(show).collect();
-            names.sort();
-            return Err((
-                format!(
-                    "{} is not a {} element of the WSDL; expected one of: {}",
-                    show(&q),
-                    if response { "response" } else { "request" },
-                    names.join(", ")
-                ),
-                version,
-            ));
+        if !self.allowed(response).contains(&q) {
+            return Err((self.unexpected_body(&q, response), version));
         }
         for el in &env.body {
             self.wsdl
@@ -430,6 +682,68 @@ mod tests {
         fn envelope_checks_never_panic_on_soapish(body in "[<>/a-z:= \"&;]{0,80}") {
             let v = validator("cities.wsdl");
             let _ = v.check(env11(&body).as_bytes(), false);
+        }
+    }
+
+    /// Messages built from envelope parts, body elements and values, valid and not.
+    fn soapish() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let root = prop::sample::select(vec![
+            (
+                "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\">",
+                "</s:Envelope>",
+            ),
+            (
+                "<s:Envelope xmlns:s=\"http://www.w3.org/2003/05/soap-envelope\">",
+                "</s:Envelope>",
+            ),
+            ("<s:Envelope xmlns:s=\"urn:other\">", "</s:Envelope>"),
+            (
+                "<s:Other xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\">",
+                "</s:Other>",
+            ),
+        ]);
+        let part = prop::sample::select(vec![
+            "<s:Header/>",
+            "<s:Header><x:h xmlns:x=\"urn:x\">1</x:h></s:Header>",
+            "<s:Body>",
+            "</s:Body>",
+            "<s:Body/>",
+            "<extra/>",
+            "text",
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>Bonn</name></c:getCity>",
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"><name>Bonn</name><name>x</name></c:getCity>",
+            "<c:getCity xmlns:c=\"https://predic8.de/cities\"/>",
+            "<c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><country>DE</country><population>1</population></c:getCityResponse>",
+            "<c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><country>DE</country><population>x</population></c:getCityResponse>",
+            "<c:unknown xmlns:c=\"https://predic8.de/cities\"/>",
+            "<s:Fault><faultcode>s:Server</faultcode><faultstring>x</faultstring></s:Fault>",
+            "<!-- c -->",
+        ]);
+        (root, prop::collection::vec(part, 0..6))
+            .prop_map(|((open, close), parts)| format!("{open}{}{close}", parts.concat()))
+    }
+
+    proptest::proptest! {
+        /// The streaming check and the check on a tree give the same verdicts, SOAP versions
+        /// and, for everything but the schema validator's own words, the same messages.
+        #[test]
+        fn streaming_and_tree_checks_agree(msg in soapish(), response in proptest::prelude::any::<bool>()) {
+            let v = validator("cities.wsdl");
+            proptest::prop_assert!(v.wsdl.schema_set.validates_envelopes());
+            let streamed = v.check_streaming(msg.as_bytes(), response);
+            let tree = v.check_tree(msg.as_bytes(), response);
+            match (&streamed, &tree) {
+                (Ok(()), Ok(())) => {}
+                (Err((a, va)), Err((b, vb))) => {
+                    proptest::prop_assert_eq!(va, vb);
+                    let schema_words = |m: &str| m.starts_with("line ") || m.starts_with("Element ");
+                    if !(schema_words(a) && schema_words(b)) {
+                        proptest::prop_assert_eq!(a, b);
+                    }
+                }
+                _ => proptest::prop_assert!(false, "{msg}: streamed {streamed:?}, tree {tree:?}"),
+            }
         }
     }
 
