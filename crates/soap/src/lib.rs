@@ -11,6 +11,7 @@ pub mod fetch;
 pub mod protection;
 pub mod publish;
 pub mod rest;
+mod rest_stream;
 pub mod schema;
 pub mod validator;
 pub mod wsdl;

@@ -32,7 +32,7 @@ use crate::xml::{self, escape_into, Element};
 use crate::xsd::{Builder, Kind, Model, Particle, Scalar, Type};
 use crate::CompileError;
 
-const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";
+pub(crate) const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";
 
 /// `createPerson` → `create-person`, `getHTTPStatus` → `get-http-status`.
 pub fn kebab_case(name: &str) -> String {
@@ -80,6 +80,17 @@ struct RestOp {
     declarations: String,
 }
 
+/// What a JSON property of a request object stands for in its complex type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The element `particles[i]`.
+    Element(usize),
+    /// The attribute `attributes[i]`.
+    Attribute(usize),
+    /// `$value`, the text of simple content.
+    Value,
+}
+
 /// Which operation a request was turned into, by which policy (kept in the exchange for the
 /// response phase).
 #[derive(Debug, Clone, Copy)]
@@ -98,9 +109,9 @@ pub struct Wsdl2OpenApi {
     ops: Vec<RestOp>,
     model: Model,
     /// For each complex type of `model`: the JSON property names it knows (its elements, its
-    /// attributes and `$value`), sorted by length, then bytes (see [`by_length`]), for checking
-    /// request objects.
-    known: Vec<Vec<String>>,
+    /// attributes and `$value`) with what each stands for, sorted by length, then bytes (see
+    /// [`by_length`]), for reading request objects in one pass.
+    known: Vec<Vec<(String, Slot)>>,
     wsdl: Arc<Wsdl>,
     version: SoapVersion,
     endpoint: FixedEndpoint,
@@ -207,15 +218,22 @@ impl Wsdl2OpenApi {
             .types
             .iter()
             .map(|c| {
-                let mut names: Vec<String> = c
+                // Elements first: a name that is both an element and an attribute is the element.
+                let mut names: Vec<(String, Slot)> = c
                     .particles
                     .iter()
-                    .map(|p| p.name.clone())
-                    .chain(c.attributes.iter().map(|a| a.name.clone()))
-                    .chain(["$value".to_owned()])
+                    .enumerate()
+                    .map(|(i, p)| (p.name.clone(), Slot::Element(i)))
+                    .chain(
+                        c.attributes
+                            .iter()
+                            .enumerate()
+                            .map(|(i, a)| (a.name.clone(), Slot::Attribute(i))),
+                    )
+                    .chain([("$value".to_owned(), Slot::Value)])
                     .collect();
-                names.sort_by(|a, b| by_length(a, b));
-                names.dedup();
+                names.sort_by(|a, b| by_length(&a.0, &b.0));
+                names.dedup_by(|b, a| a.0 == b.0);
                 names
             })
             .collect();
@@ -322,8 +340,18 @@ impl Wsdl2OpenApi {
         out
     }
 
-    /// The JSON answer for the SOAP response `bytes` of operation `op`.
+    /// The JSON answer for the SOAP response `bytes` of operation `op`: converted in one pass
+    /// ([`crate::rest_stream`]), or on a tree for faults and errors.
     fn response_json(&self, op: &RestOp, bytes: &[u8]) -> Result<Value, Box<Problem>> {
+        let output = op.output.as_ref().map(|p| &p.typ);
+        match crate::rest_stream::response_json(&self.model, output, bytes) {
+            Some(v) => Ok(v),
+            None => self.response_json_tree(op, bytes),
+        }
+    }
+
+    /// [`Wsdl2OpenApi::response_json`] on a tree of the response.
+    fn response_json_tree(&self, op: &RestOp, bytes: &[u8]) -> Result<Value, Box<Problem>> {
         let bad = |d: String| {
             Box::new(
                 problem(
@@ -437,7 +465,7 @@ impl std::fmt::Display for At<'_> {
 struct Writer<'a> {
     model: &'a Model,
     /// [`Wsdl2OpenApi::known`].
-    known: &'a [Vec<String>],
+    known: &'a [Vec<(String, Slot)>],
     prefixes: &'a BTreeMap<String, String>,
 }
 
@@ -543,8 +571,51 @@ impl Writer<'_> {
                         return;
                     }
                 };
-                for a in &c.attributes {
-                    if let Some(av) = obj.get(&a.name) {
+                // One pass over the object: each property to its place in the type.
+                let names = self.known.get(*i).map_or(&[][..], Vec::as_slice);
+                let mut elements: smallvec::SmallVec<[Option<&Value>; 16]> =
+                    smallvec::smallvec![None; c.particles.len()];
+                let mut attributes: smallvec::SmallVec<[Option<&Value>; 4]> =
+                    smallvec::smallvec![None; c.attributes.len()];
+                let mut text = None;
+                let mut extra: Option<Map<String, Value>> = None;
+                for (k, v) in obj {
+                    let slot = names
+                        .binary_search_by(|(n, _)| by_length(n, k))
+                        .ok()
+                        .and_then(|j| names.get(j))
+                        .map(|(_, s)| *s);
+                    match slot {
+                        Some(Slot::Element(j)) => {
+                            if let Some(e) = elements.get_mut(j) {
+                                *e = Some(v);
+                            }
+                        }
+                        Some(Slot::Attribute(j)) => {
+                            if let Some(a) = attributes.get_mut(j) {
+                                *a = Some(v);
+                            }
+                        }
+                        Some(Slot::Value) => text = Some(v),
+                        // Properties beyond the declared ones fill the `xsd:any` wildcard.
+                        None if c.any => {
+                            extra
+                                .get_or_insert_with(Map::new)
+                                .insert(k.clone(), v.clone());
+                        }
+                        None => errors.push(format!(
+                            "{at}.{k}: unknown property (expected: {})",
+                            c.particles
+                                .iter()
+                                .map(|q| q.name.as_str())
+                                .chain(c.attributes.iter().map(|a| a.name.as_str()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    }
+                }
+                for (a, av) in c.attributes.iter().zip(&attributes) {
+                    if let Some(av) = av {
                         out.push(' ');
                         out.push_str(&a.name);
                         out.push_str("=\"");
@@ -555,41 +626,15 @@ impl Writer<'_> {
                     }
                 }
                 out.push('>');
-                if let Some(t) = obj.get("$value") {
+                if let Some(t) = text {
                     self.scalar(out, t, &at.key("$value"), errors);
                 }
-                let names = self.known.get(*i).map_or(&[][..], Vec::as_slice);
-                for (k, _) in obj.iter().filter(|_| !c.any) {
-                    // `$value`, an element or an attribute of the type.
-                    let known = names.binary_search_by(|n| by_length(n, k)).is_ok();
-                    if !known {
-                        errors.push(format!(
-                            "{at}.{k}: unknown property (expected: {})",
-                            c.particles
-                                .iter()
-                                .map(|q| q.name.as_str())
-                                .chain(c.attributes.iter().map(|a| a.name.as_str()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    }
-                }
-                for q in &c.particles {
-                    if let Some(cv) = obj.get(&q.name) {
+                for (q, cv) in c.particles.iter().zip(&elements) {
+                    if let Some(cv) = cv {
                         self.element(out, q, cv, &at.key(&q.name), None, errors);
                     }
                 }
-                if c.any {
-                    // Properties beyond the declared ones fill the `xsd:any` wildcard.
-                    let extra: Map<String, Value> = obj
-                        .iter()
-                        .filter(|(k, _)| {
-                            *k != "$value"
-                                && !c.particles.iter().any(|q| &q.name == *k)
-                                && !c.attributes.iter().any(|a| &a.name == *k)
-                        })
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
+                if let Some(extra) = extra {
                     self.generic(out, &extra, errors, at);
                 }
             }
@@ -642,7 +687,7 @@ impl Writer<'_> {
     }
 }
 
-fn scalar_json(text: &str, s: &Scalar) -> Value {
+pub(crate) fn scalar_json(text: &str, s: &Scalar) -> Value {
     let t = text.trim();
     match s.kind {
         Kind::Integer => {
@@ -733,7 +778,7 @@ fn to_json(e: &Element, typ: &Type, model: &Model) -> Value {
     }
 }
 
-fn insert_generic(obj: &mut Map<String, Value>, k: &str, v: Value) {
+pub(crate) fn insert_generic(obj: &mut Map<String, Value>, k: &str, v: Value) {
     match obj.get_mut(k) {
         Some(Value::Array(a)) => a.push(v),
         Some(old) => {
@@ -1245,6 +1290,21 @@ mod tests {
     }
 
     #[test]
+    fn everyday_responses_convert_in_one_pass() {
+        let p = compile("partner.wsdl", "");
+        let (i, _) = p.find(&Method::POST, "/get-partners").unwrap();
+        let op = &p.ops[i];
+        let one = b"<?xml version='1.0' encoding='UTF-8'?><s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Header/><s:Body><p:getPartnersResponse xmlns:p='http://example.com/partner'><partners><id>7</id><name>A &amp; B</name></partners></p:getPartnersResponse></s:Body></s:Envelope>";
+        let output = op.output.as_ref().map(|o| &o.typ);
+        let v = crate::rest_stream::response_json(&p.model, output, one).unwrap();
+        assert_eq!(v, json!({"partners": [{"id": 7, "name": "A & B"}]}));
+        // Faults and malformed messages are left to the tree conversion.
+        let f = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><s:Fault><faultcode>s:Client</faultcode></s:Fault></s:Body></s:Envelope>";
+        assert!(crate::rest_stream::response_json(&p.model, output, f).is_none());
+        assert!(crate::rest_stream::response_json(&p.model, output, b"<a><b></a>").is_none());
+    }
+
+    #[test]
     fn faults_become_problems() {
         let p = compile("cities.wsdl", "");
         let f = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><s:Fault><faultcode>s:Client</faultcode><faultstring>bad city</faultstring><detail><reason>unknown</reason></detail></s:Fault></s:Body></s:Envelope>";
@@ -1397,6 +1457,39 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Whenever the one-pass conversion answers, it answers what the tree conversion does.
+        #[test]
+        fn streamed_responses_convert_as_trees(
+            name in proptest::sample::select(vec!["cities.wsdl", "partner.wsdl"]),
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "<id>7</id>", "<id> 8 </id>", "<id>x</id>", "<name>A &amp; B</name>", "<name><![CDATA[<c>]]></name>",
+                "<kind>COMPANY</kind>", "<active>1</active>", "<active>no</active>", "<creditLimit>1.5e3</creditLimit>",
+                "<partners><id>1</id></partners>", "<partners/>", "<partner xsi:nil='true' xmlns:xsi='http://www.w3.org/2001/XMLSchema-instance'/>",
+                "<partner><id>2</id><address><city>Bonn</city></address></partner>", "<country>DE</country>", "<population>12</population>",
+                "<population>-1.0</population>", "<other a='1'>t<x>y</x></other>", "<other>1</other>", "text", "<!-- c -->",
+                "<u:x xmlns:u='urn:u' u:a='1' b='&lt;'/>", "<bad:x/>", "&#65;", "&nope;", "<a></b>",
+            ]), 0..6),
+            wrap in 0usize..4,
+        ) {
+            let p = compile(name, "");
+            for op in &p.ops {
+                let (ns, el) = op.output.as_ref().map(|o| (o.ns.clone(), o.name.clone())).unwrap_or_default();
+                let body = format!("<r:{el} xmlns:r='{ns}'>{}</r:{el}>", parts.concat());
+                let doc = match wrap {
+                    0 => format!("<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body>{body}</s:Body></s:Envelope>"),
+                    1 => format!("<?xml version='1.0'?><e:Envelope xmlns:e='http://www.w3.org/2003/05/soap-envelope'><e:Header><h>{}</h></e:Header><e:Body>{body}<x/></e:Body></e:Envelope>", parts.concat()),
+                    2 => format!("<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body>{}</s:Body></s:Envelope>", parts.concat()),
+                    _ => format!("<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body/></s:Envelope>{}", parts.concat()),
+                };
+                let output = op.output.as_ref().map(|o| &o.typ);
+                if let Some(v) = crate::rest_stream::response_json(&p.model, output, doc.as_bytes()) {
+                    let tree = p.response_json_tree(op, doc.as_bytes());
+                    proptest::prop_assert!(tree.is_ok(), "{doc}: streamed {v}, tree failed");
+                    proptest::prop_assert_eq!(&v, &tree.unwrap_or_default(), "{}", doc);
+                }
+            }
+        }
+
         #[test]
         fn response_conversion_never_panics(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
             let p = compile("cities.wsdl", "");
