@@ -236,6 +236,22 @@ impl Scanner {
 
     /// Checks the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Violation> {
+        // A whole everyday document in the first chunk: the quick pass, then the state the
+        // byte-by-byte scan would have reached (a complete document; more chunks may only
+        // bring whitespace).
+        if self.offset == 0 && self.tokens == 0 && self.failed.is_none() {
+            if let Some(tokens) = crate::json_quick::acceptable(chunk, &self.limits) {
+                self.tokens = tokens;
+                self.offset = chunk.len() as u64;
+                self.expect = Expect::Done;
+                return Ok(());
+            }
+        }
+        self.scan(chunk)
+    }
+
+    /// [`Scanner::feed`] byte by byte.
+    fn scan(&mut self, chunk: &[u8]) -> Result<(), Violation> {
         if let Some(v) = &self.failed {
             return Err(v.clone());
         }
@@ -1049,7 +1065,76 @@ mod tests {
         }
     }
 
+    /// The quick pass accepts only what the byte-by-byte scan accepts, with the same count of
+    /// tokens, under `limits`.
+    fn quick_agrees(bytes: &[u8], limits: Limits) {
+        if let Some(tokens) = crate::json_quick::acceptable(bytes, &limits) {
+            let mut s = Scanner::new(limits);
+            let scanned = s.scan(bytes).and_then(|()| s.finish());
+            assert!(
+                scanned.is_ok(),
+                "{:?}: quick accepts, the scan says {scanned:?}",
+                String::from_utf8_lossy(bytes)
+            );
+            assert_eq!(tokens, s.tokens, "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    fn tight() -> Limits {
+        Limits {
+            max_tokens: 12,
+            max_size: 60,
+            max_depth: 3,
+            max_string_length: 3,
+            max_key_length: 2,
+            max_object_size: 3,
+            max_array_size: 3,
+            block_proto: true,
+        }
+    }
+
+    #[test]
+    fn the_quick_pass_takes_everyday_bodies() {
+        let body = br#"{"person":{"firstName":"Jane","height":172,"newsletter":true,"x":null,"hobby":["chess","hiking"],"n":-1.5e3,"e":{},"a":[]}}"#;
+        assert!(crate::json_quick::acceptable(body, &Limits::default()).is_some());
+        assert!(crate::json_quick::acceptable(b" [1, 2] \n", &Limits::default()).is_some());
+        // Left to the scan: escapes, a duplicate, a number that may go on, a limit.
+        for b in [
+            &br#"{"a":"\n"}"#[..],
+            br#"{"a":1,"a":2}"#,
+            b"12",
+            br#"{"__proto__":1}"#,
+        ] {
+            assert!(crate::json_quick::acceptable(b, &Limits::default()).is_none());
+        }
+        // Fed as one chunk, the scanner ends in the same state either way.
+        let mut quick = Scanner::new(Limits::default());
+        quick.feed(body).unwrap();
+        quick.feed(b"  ").unwrap();
+        quick.finish().unwrap();
+        assert!(quick.feed(b"1").is_err());
+    }
+
     proptest! {
+        #[test]
+        fn the_quick_pass_agrees_with_the_scan(text in json_text(), cut in 0usize..200, junk in "[ ,:\\]\\}\\[\\{\"0-9a-z.+_-]{0,3}") {
+            for limits in [Limits::default(), tight(), Limits::unlimited()] {
+                quick_agrees(text.as_bytes(), limits);
+                let b = text.as_bytes();
+                let cut = cut.min(b.len());
+                let mut mutated = b[..cut].to_vec();
+                mutated.extend_from_slice(junk.as_bytes());
+                mutated.extend_from_slice(&b[cut..]);
+                quick_agrees(&mutated, limits);
+            }
+        }
+
+        #[test]
+        fn the_quick_pass_agrees_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            quick_agrees(&bytes, Limits::default());
+            quick_agrees(&bytes, tight());
+        }
+
         #[test]
         fn never_panics_and_agrees_with_serde_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             agrees(&bytes);

@@ -8,6 +8,7 @@ pub mod consumers;
 pub mod cors;
 mod headers;
 mod json_protection;
+mod json_quick;
 pub mod rate_limit;
 mod respond;
 pub mod rewriter;
