@@ -10,6 +10,7 @@ pub mod fault;
 pub mod fetch;
 pub mod protection;
 pub mod publish;
+pub mod quick;
 pub mod rest;
 pub mod schema;
 pub mod validator;
