@@ -67,7 +67,7 @@ impl Dfa {
             .get(state as usize)?
             .edges
             .iter()
-            .find(|e| &*e.local == local && &*e.ns == ns)
+            .find(|e| same(&e.local, local) && same(&e.ns, ns))
             .map(|e| (e.to, e.decl))
     }
 
@@ -80,6 +80,13 @@ impl Dfa {
     pub fn is_empty_only(&self) -> bool {
         self.states.first().is_some_and(|s| s.edges.is_empty())
     }
+}
+
+/// Byte-wise equality of short names, inline (a library `bcmp` call per comparison costs
+/// more than the comparison).
+#[inline]
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 #[derive(Default)]

@@ -1,7 +1,7 @@
 //! Run time: a message checked against the [`Model`] in the [`Scanner`]'s single pass. Every
 //! function answers `Some(())` only for certainly valid input and `None` otherwise.
 
-use super::automaton::Dfa;
+use super::automaton::{same, Dfa};
 use super::scan::{decode, is_xsi, Attr, Event, Scanner};
 use super::simple::Simple;
 use super::{AllGroup, Content, Model, TypeRef};
@@ -67,7 +67,7 @@ fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Fra
     for a in attrs.iter().filter(|a| !is_xsi(a.ns)) {
         let decl = decls
             .iter()
-            .find(|x| *x.local == *a.local && *x.ns == *a.ns)?;
+            .find(|x| same(&x.local, a.local) && same(&x.ns, a.ns))?;
         let value = decode(a.raw, true)?;
         if !model.simples.get(decl.simple)?.accepts(&value) {
             return None;
@@ -116,7 +116,7 @@ fn element(model: &Model, sc: &mut Scanner<'_>, decl: usize) -> Option<()> {
                         let i = group
                             .items
                             .iter()
-                            .position(|it| *it.local == *local && *it.ns == *ns)?;
+                            .position(|it| same(&it.local, local) && same(&it.ns, ns))?;
                         if *seen & (1 << i) != 0 {
                             return None;
                         }

@@ -65,6 +65,7 @@ pub fn compile(schemas: &[Element]) -> (Model, Vec<(QName, String)>) {
             types: HashMap::new(),
             elements: HashMap::new(),
             depth: 0,
+            in_loop: false,
         };
         match c.global_element(name) {
             Ok(decl) => model.globals.push(Global {
@@ -226,6 +227,15 @@ struct Compiler<'i, 'a> {
     /// Global elements compiled for the current global element (for recursion).
     elements: HashMap<QName, usize>,
     depth: usize,
+    /// Inside a repeated group: libxml2 counts repetitions with counters that it resets
+    /// per iteration; only uncounted occurrences (optional, any number) are taken there.
+    in_loop: bool,
+}
+
+/// True for an occurrence range that needs a counter (`minOccurs` > 1 or a bounded
+/// `maxOccurs` > 1).
+fn counted((min, max): (u32, Option<u32>)) -> bool {
+    min > 1 || max.is_some_and(|m| m > 1)
 }
 
 impl<'a> Compiler<'_, 'a> {
@@ -264,8 +274,16 @@ impl<'a> Compiler<'_, 'a> {
         Ok(id)
     }
 
-    /// The type of an element declaration (`type=` or an anonymous type).
+    /// The type of an element declaration (`type=` or an anonymous type): its content is a
+    /// model of its own, outside any loop of the model the element is in.
     fn element_type(&mut self, e: &Element, doc: Doc<'a>) -> R<TypeRef> {
+        let outer = std::mem::replace(&mut self.in_loop, false);
+        let t = self.element_type_of(e, doc);
+        self.in_loop = outer;
+        t
+    }
+
+    fn element_type_of(&mut self, e: &Element, doc: Doc<'a>) -> R<TypeRef> {
         let children = xsd_children(e)?;
         match (e.attr("type"), children.as_slice()) {
             (Some(t), []) => {
@@ -368,9 +386,11 @@ impl<'a> Compiler<'_, 'a> {
                 let occ = occurs(p)?;
                 // libxml2 counts repeated groups with its own counters; only the plain forms
                 // (once, optional, any number) are taken.
-                if occ.0 > 1 || occ.1.is_some_and(|m| m > 1) {
+                if counted(occ) {
                     return unsupported("a group with a counted repetition");
                 }
+                let outer = self.in_loop;
+                self.in_loop |= occ.1.is_none();
                 let mut parts = Vec::new();
                 for c in xsd_children(p)? {
                     match c.local.as_str() {
@@ -380,6 +400,7 @@ impl<'a> Compiler<'_, 'a> {
                         other => return unsupported(format!("xsd:{other} in a model group")),
                     }
                 }
+                self.in_loop = outer;
                 let group = if p.local == "sequence" {
                     Particle::Sequence(parts)
                 } else {
@@ -390,7 +411,7 @@ impl<'a> Compiler<'_, 'a> {
             "group" => {
                 only_attrs(p, &["ref", "minOccurs", "maxOccurs", "id"])?;
                 let occ = occurs(p)?;
-                if occ.0 > 1 || occ.1.is_some_and(|m| m > 1) {
+                if counted(occ) {
                     return unsupported("a group with a counted repetition");
                 }
                 let r = p
@@ -410,9 +431,12 @@ impl<'a> Compiler<'_, 'a> {
                     return unsupported("a group that is not one plain sequence or choice");
                 }
                 self.enter()?;
-                let inner = self.particle(body, gdoc)?;
+                let outer = self.in_loop;
+                self.in_loop |= occ.1.is_none();
+                let inner = self.particle(body, gdoc);
+                self.in_loop = outer;
                 self.depth -= 1;
-                Ok(repeat(inner, occ))
+                Ok(repeat(inner?, occ))
             }
             other => unsupported(format!("xsd:{other} as a particle")),
         }
@@ -420,6 +444,9 @@ impl<'a> Compiler<'_, 'a> {
 
     fn local_element(&mut self, e: &Element, doc: Doc<'a>) -> R<Particle> {
         let occ = occurs(e)?;
+        if self.in_loop && counted(occ) {
+            return unsupported("a counted element inside a repeated group");
+        }
         if let Some(r) = e.attr("ref") {
             only_attrs(e, &["ref", "minOccurs", "maxOccurs", "id"])?;
             if !xsd_children(e)?.is_empty() {

@@ -413,6 +413,7 @@ fn unsupported_constructs_are_left_to_libxml2() {
         r#"<xsd:element name="x"><xsd:complexType><xsd:choice><xsd:element name="a" type="xsd:int"/><xsd:element name="a" type="xsd:string"/></xsd:choice></xsd:complexType></xsd:element>"#,
         r#"<xsd:element name="x"><xsd:complexType><xsd:sequence><xsd:element name="a" type="xsd:int"/></xsd:sequence></xsd:complexType><xsd:key name="k"><xsd:selector xpath="a"/><xsd:field xpath="."/></xsd:key></xsd:element>"#,
         r#"<xsd:element name="x" type="t:Missing"/>"#,
+        r#"<xsd:element name="x"><xsd:complexType><xsd:sequence maxOccurs="unbounded"><xsd:element name="a" type="xsd:int" maxOccurs="2"/></xsd:sequence></xsd:complexType></xsd:element>"#,
         r#"<xsd:element name="x"><xsd:complexType><xsd:attribute name="a" type="xsd:int" fixed="1"/></xsd:complexType></xsd:element>"#,
         r#"<xsd:element name="x"><xsd:complexType><xsd:attribute ref="xml:lang"/></xsd:complexType></xsd:element>"#,
     ] {

@@ -8,11 +8,22 @@
 
 use std::borrow::Cow;
 
+use super::automaton::same;
 use super::compile::XSI_NS;
 use crate::xml::XML_NS;
 
-/// Most open elements.
-const MAX_DEPTH: usize = 256;
+/// Most open elements (libxml2 refuses more than 256 without `XML_PARSE_HUGE`).
+const MAX_DEPTH: usize = 200;
+/// Longest name (libxml2's limit is 50,000 bytes).
+const MAX_NAME: usize = 1000;
+/// Longest run of text or attribute value (libxml2's limit is 10,000,000 bytes).
+const MAX_TEXT: usize = 1_000_000;
+
+/// True for the bytes the fast path takes in a namespace URI: those of URIs, without
+/// `%`, `&`, brackets or other characters libxml2 may find odd.
+fn uri_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b":/._~#?=+,;@!$*()-".contains(&b)
+}
 
 /// Bytes that may start (1) or continue (2) an ASCII NCName.
 const NAME: [u8; 256] = {
@@ -53,8 +64,8 @@ pub fn plain_text(input: &[u8]) -> bool {
         return false;
     }
     // U+FFFE and U+FFFF (EF BF BE, EF BF BF) are not XML characters.
-    !memchr::memmem::find_iter(input, b"\xEF\xBF")
-        .any(|i| matches!(input.get(i + 2), Some(0xBE | 0xBF)))
+    !memchr::memchr_iter(0xEF, input)
+        .any(|i| input.get(i + 1) == Some(&0xBF) && matches!(input.get(i + 2), Some(0xBE | 0xBF)))
 }
 
 /// An attribute of a start tag, resolved.
@@ -155,7 +166,7 @@ impl<'a> Scanner<'a> {
         let rest = &input[self.pos..];
         let lt = memchr::memchr(b'<', rest)?;
         if lt > 0 {
-            if self.open.is_empty() {
+            if self.open.is_empty() || lt > MAX_TEXT {
                 return None; // text before the root
             }
             let text = &rest[..lt];
@@ -179,7 +190,7 @@ impl<'a> Scanner<'a> {
         let (name, _) = *self.open.last()?;
         let input = self.input;
         let mut i = self.pos + 2;
-        if input.get(i..i + name.len())? != name {
+        if !same(input.get(i..i + name.len())?, name) {
             return None;
         }
         i += name.len();
@@ -210,12 +221,12 @@ impl<'a> Scanner<'a> {
         let e = ncname(i)?;
         if input.get(e) == Some(&b':') {
             let e2 = ncname(e + 1)?;
-            if input.get(e2) == Some(&b':') {
+            if input.get(e2) == Some(&b':') || e2 - i > MAX_NAME {
                 return None;
             }
             return Some((&input[i..e], &input[e + 1..e2], e2));
         }
-        Some((&[], &input[i..e], e))
+        (e - i <= MAX_NAME).then_some((&[], &input[i..e], e))
     }
 
     fn start_tag(&mut self) -> Option<Event<'a>> {
@@ -266,10 +277,10 @@ impl<'a> Scanner<'a> {
             }
             let len = memchr::memchr(quote, &input[i + 1..])?;
             let value = &input[i + 1..i + 1 + len];
-            if memchr::memchr(b'<', value).is_some() || !references_ok(value) {
+            if len > MAX_TEXT || memchr::memchr(b'<', value).is_some() || !references_ok(value) {
                 return None;
             }
-            if self.raw.iter().any(|(p, l, _)| *p == ap && *l == al) {
+            if self.raw.iter().any(|(p, l, _)| same(p, ap) && same(l, al)) {
                 return None;
             }
             self.raw.push((ap, al, value));
@@ -285,9 +296,7 @@ impl<'a> Scanner<'a> {
                 _ => continue,
             };
             // URIs are taken as written: no references, no whitespace, ASCII.
-            if v.iter().any(|&b| !b.is_ascii_graphic() || b == b'&')
-                || (v.is_empty() && !bound.is_empty())
-            {
+            if !v.iter().all(|&b| uri_byte(b)) || (v.is_empty() && !bound.is_empty()) {
                 return None;
             }
             self.bindings.push((bound, v));
@@ -305,7 +314,11 @@ impl<'a> Scanner<'a> {
             } else {
                 self.resolve(p, false)?
             };
-            if self.attrs.iter().any(|a| a.ns == ans && a.local == l) {
+            if self
+                .attrs
+                .iter()
+                .any(|a| same(a.ns, ans) && same(a.local, l))
+            {
                 return None;
             }
             self.attrs.push(Attr {
@@ -327,7 +340,7 @@ impl<'a> Scanner<'a> {
             _ => {}
         }
         for &(p, uri) in self.bindings.iter().rev() {
-            if p == prefix {
+            if same(p, prefix) {
                 return Some(uri);
             }
         }
@@ -342,7 +355,9 @@ pub fn is_xsi(ns: &[u8]) -> bool {
 
 /// The end of an XML declaration at `pos` in one of its common forms; `None` otherwise.
 fn declaration(input: &[u8], pos: usize) -> Option<usize> {
-    let end = memchr::memmem::find(&input[pos..], b"?>")? + pos;
+    let end = memchr::memchr_iter(b'?', &input[pos..])
+        .map(|i| i + pos)
+        .find(|&i| input.get(i + 1) == Some(&b'>'))?;
     let body = std::str::from_utf8(&input[pos + 5..end]).ok()?;
     let mut parts = body.split(' ').filter(|p| !p.is_empty());
     if !body.starts_with(' ') || body.contains(['\t', '\r', '\n']) {
@@ -415,11 +430,17 @@ fn reference(s: &[u8]) -> Option<usize> {
     reference_char(s).map(|(n, _)| n)
 }
 
+/// True when `raw` contains `]]>` (not allowed in text). A one-shot `memmem` search would
+/// build a searcher per call; `>` is rare in text.
+fn cdata_end(raw: &[u8]) -> bool {
+    memchr::memchr_iter(b'>', raw).any(|i| i >= 2 && raw[i - 2..i] == *b"]]")
+}
+
 /// Character data as the parser reports it: references resolved, line ends normalized
 /// (CR LF and lone CR become LF); `attribute`: also tabs and line ends become spaces
 /// (attribute-value normalization). `None` on a bad reference or `]]>` in text.
 pub fn decode(raw: &[u8], attribute: bool) -> Option<Cow<'_, str>> {
-    if !attribute && memchr::memmem::find(raw, b"]]>").is_some() {
+    if !attribute && cdata_end(raw) {
         return None;
     }
     let plain = !raw
@@ -544,6 +565,8 @@ mod tests {
             "x<r/>",
             "<r a:b:c=\"1\"/>",
             "<r xmlns:a=\"a b\"/>",
+            "<r xmlns:a=\"a^b\"/>",
+            "<r xmlns:a=\"%zz\"/>",
             "",
         ] {
             assert!(events(doc).is_none(), "{doc}");
