@@ -10,6 +10,7 @@ pub mod fault;
 pub mod fetch;
 pub mod protection;
 pub mod publish;
+pub mod quick;
 pub mod rest;
 mod rest_stream;
 pub mod schema;

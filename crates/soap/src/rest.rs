@@ -1456,6 +1456,35 @@ mod tests {
         );
     }
 
+    /// The request element of benchmark scenario 6 takes the validator's fast path.
+    #[test]
+    fn the_benchmark_request_element_takes_the_fast_path() {
+        let bench =
+            |name: &str| format!("{}/../../bench/configs/{name}", env!("CARGO_MANIFEST_DIR"));
+        let w = Wsdl::load(&Location::File(bench("person-service.wsdl").into())).unwrap();
+        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), "").unwrap();
+        let lua = std::fs::read_to_string(bench("rest2soap.lua")).unwrap();
+        let body = lua
+            .lines()
+            .find_map(|l| l.strip_prefix("wrk.body = '"))
+            .and_then(|l| l.strip_suffix('\''))
+            .unwrap();
+        let (i, _) = p.find(&Method::POST, "/create-person").unwrap();
+        let element = p
+            .request_element(&p.ops[i], &serde_json::from_str(body).unwrap())
+            .unwrap();
+        let schemas = &p.wsdl.schema_set;
+        assert_eq!(
+            schemas.fast().check_element(element.as_bytes()),
+            crate::quick::Fast::Valid,
+            "{element}"
+        );
+        assert!(matches!(
+            schemas.validate_message(element.as_bytes(), &mut turnpike_xmlstream::NoWatch),
+            Ok(crate::schema::Checked::Valid)
+        ));
+    }
+
     proptest::proptest! {
         /// Whenever the one-pass conversion answers, it answers what the tree conversion does.
         #[test]

@@ -31,6 +31,7 @@ use libxml::tree::Node;
 use turnpike_xmlstream::{StreamValidator, Verdict, Watch};
 
 use crate::fetch::Location;
+use crate::quick::FastPath;
 use crate::wsdl::{Service, SoapVersion, Style, XSD_NS};
 use crate::xml::{self, escape, Element};
 
@@ -75,6 +76,8 @@ pub struct SchemaSet {
     main: String,
     /// The set declares the SOAP 1.1 and 1.2 envelopes ([`ENVELOPE_SCHEMA`]).
     envelopes: bool,
+    /// The fast path in front of libxml2 for the everyday message.
+    fast: FastPath,
     _dir: tempfile::TempDir,
 }
 
@@ -324,6 +327,7 @@ impl SchemaSet {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             main: main_path.to_string_lossy().into_owned(),
             envelopes,
+            fast: FastPath::compile(&ex.all),
             _dir: dir,
         };
         set.compile()?;
@@ -346,6 +350,11 @@ impl SchemaSet {
     /// (the set declares the envelopes).
     pub fn validates_envelopes(&self) -> bool {
         self.envelopes
+    }
+
+    /// The fast path compiled from the same schema documents.
+    pub fn fast(&self) -> &FastPath {
+        &self.fast
     }
 
     /// Runs `f` with this thread's compiled copy of the set (compiled on first use).

@@ -13,6 +13,7 @@ use libxml::tree::{Document, Node};
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy};
 
 use crate::fault::{fault_response, FaultCode};
+use crate::quick::Fast;
 use crate::schema::Checked;
 use crate::wsdl::{QName, SoapVersion, Wsdl};
 
@@ -128,6 +129,9 @@ pub fn validate_element_in(
     schemas: &Arc<crate::schema::SchemaSet>,
     xml: &mut Vec<u8>,
 ) -> Result<(), Vec<String>> {
+    if schemas.fast().check_element(xml) == Fast::Valid {
+        return Ok(());
+    }
     let len = xml.len();
     let pad = ascii_compatible(xml);
     if pad {
@@ -396,12 +400,17 @@ impl WsdlValidator {
         if has_doctype(bytes) {
             return Err(("SOAP messages must not contain a DTD".into(), None));
         }
+        let allowed = if response {
+            &self.sorted.1
+        } else {
+            &self.sorted.0
+        };
+        // The everyday message is valid by the fast path; anything else goes to libxml2.
+        if self.wsdl.schema_set.fast().check_envelope(bytes, allowed) == Fast::Valid {
+            return Ok(());
+        }
         let mut watch = EnvelopeWatch {
-            allowed: if response {
-                &self.sorted.1
-            } else {
-                &self.sorted.0
-            },
+            allowed,
             root: Root::Missing,
             unexpected: None,
             children: 0,
