@@ -20,9 +20,27 @@ struct Open {
     keys_start: usize,
 }
 
-/// True when `b` is a byte a string holds as it is (printable ASCII but `"` and `\`).
+/// The bytes a string holds as they are: printable ASCII but `"` and `\`.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x20;
+    while b < 0x7F {
+        t[b] = b != b'"' as usize && b != b'\\' as usize;
+        b += 1;
+    }
+    t
+};
+
+/// True when `b` is a byte a string holds as it is.
 fn plain(b: u8) -> bool {
-    (0x20..0x7F).contains(&b) && b != b'"' && b != b'\\'
+    PLAIN[b as usize]
+}
+
+/// The end of the run of plain string bytes starting at `i`.
+fn plain_run(body: &[u8], i: usize) -> usize {
+    body.get(i..)
+        .and_then(|rest| rest.iter().position(|&b| !plain(b)))
+        .map_or(body.len(), |p| i + p)
 }
 
 fn is_space(b: u8) -> bool {
@@ -100,10 +118,7 @@ pub(crate) fn acceptable(body: &[u8], limits: &Limits) -> Option<u64> {
                 }
                 b'"' => {
                     let start = i + 1;
-                    let mut e = start;
-                    while e < n && plain(body[e]) {
-                        e += 1;
-                    }
+                    let e = plain_run(body, start);
                     if body.get(e) != Some(&b'"') || (e - start) as u64 > limits.max_string_length {
                         return None;
                     }
@@ -180,10 +195,7 @@ fn key(
 ) -> Option<usize> {
     let n = body.len();
     let start = i + 1;
-    let mut e = start;
-    while e < n && plain(body[e]) {
-        e += 1;
-    }
+    let e = plain_run(body, start);
     if body.get(e) != Some(&b'"') || (e - start) as u64 > limits.max_key_length {
         return None;
     }

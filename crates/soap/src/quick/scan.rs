@@ -22,8 +22,26 @@ const MAX_TEXT: usize = 1_000_000;
 /// True for the bytes the fast path takes in a namespace URI: those of URIs, without
 /// `%`, `&`, brackets or other characters libxml2 may find odd.
 fn uri_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b":/._~#?=+,;@!$*()-".contains(&b)
+    URI_BYTES[b as usize]
 }
+
+/// [`uri_byte`] as a table.
+const URI_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b":/._~#?=+,;@!$*()-";
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// Bytes that may start (1) or continue (2) an ASCII NCName.
 const NAME: [u8; 256] = {
@@ -54,11 +72,11 @@ fn legal_char(c: u32) -> bool {
 
 /// True when the whole input is UTF-8 made of XML 1.0 characters.
 pub fn plain_text(input: &[u8]) -> bool {
-    if input
-        .iter()
-        .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
-    {
+    if has_control(input) {
         return false;
+    }
+    if input.is_ascii() {
+        return true;
     }
     if std::str::from_utf8(input).is_err() {
         return false;
@@ -66,6 +84,25 @@ pub fn plain_text(input: &[u8]) -> bool {
     // U+FFFE and U+FFFF (EF BF BE, EF BF BF) are not XML characters.
     !memchr::memchr_iter(0xEF, input)
         .any(|i| input.get(i + 1) == Some(&0xBF) && matches!(input.get(i + 2), Some(0xBE | 0xBF)))
+}
+
+/// True when `input` holds a control character other than tab, line feed and carriage return.
+/// Eight bytes at a time: only words with a byte below 0x20 are looked at byte by byte.
+fn has_control(input: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let bad = |b: &u8| *b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r');
+    let mut words = input.chunks_exact(8);
+    for w in &mut words {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        let x = u64::from_le_bytes(a);
+        // A byte of `x` is below 0x20 iff it is below 0x20 after the subtraction borrows.
+        if x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0 && w.iter().any(bad) {
+            return true;
+        }
+    }
+    words.remainder().iter().any(bad)
 }
 
 /// An attribute of a start tag, resolved.
@@ -476,6 +513,14 @@ pub fn decode(raw: &[u8], attribute: bool) -> Option<Cow<'_, str>> {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        #[test]
+        fn control_characters_are_found_a_word_at_a_time(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            let naive = input.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+            proptest::prop_assert_eq!(super::has_control(&input), naive);
+        }
+    }
+
     use super::*;
 
     fn events(doc: &str) -> Option<Vec<String>> {
