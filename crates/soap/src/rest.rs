@@ -14,6 +14,7 @@
 //! Everything — operation table, type model, namespace prefixes, the OpenAPI text — is built
 //! at load time.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -78,6 +79,9 @@ struct RestOp {
     prefixes: BTreeMap<String, String>,
     /// `xmlns:..` declarations for the request's root element, pre-rendered.
     declarations: String,
+    /// The request element is checked by the validator's fast path while it is written (its
+    /// namespace names are plain enough for the fast path to read as written).
+    check_while_writing: bool,
 }
 
 /// What a JSON property of a request object stands for in its complex type.
@@ -211,6 +215,7 @@ impl Wsdl2OpenApi {
                 output,
                 prefixes: BTreeMap::new(),
                 declarations: String::new(),
+                check_while_writing: false,
             });
         }
         let model = builder.model;
@@ -249,6 +254,10 @@ impl Wsdl2OpenApi {
                 op.prefixes.insert(ns, p);
             }
             op.declarations = decl;
+            op.check_while_writing = op
+                .prefixes
+                .keys()
+                .all(|ns| crate::quick::FastPath::plain_uri(ns));
         }
         let prefix = api_prefix.trim_end_matches('/').to_owned();
         let service = wsdl.service_of(port).unwrap_or("SOAP service").to_owned();
@@ -303,14 +312,31 @@ impl Wsdl2OpenApi {
 
     /// The request element (the content of the SOAP Body) for operation `op` from its JSON
     /// content; it declares every namespace it uses.
+    #[cfg(test)]
     fn request_element(&self, op: &RestOp, content: &Value) -> Result<String, Vec<String>> {
+        self.request_element_checked(op, content)
+            .map(|(xml, _)| xml)
+    }
+
+    /// [`Wsdl2OpenApi::request_element`] and the validator fast path's verdict on it, checked
+    /// while it was written ([`crate::quick::WriteCheck`]).
+    fn request_element_checked(
+        &self,
+        op: &RestOp,
+        content: &Value,
+    ) -> Result<(String, crate::quick::Fast), Vec<String>> {
         let mut errors = Vec::new();
         // Room for a typical element and the parser's padding (see `parse_element_in`).
         let mut out = String::with_capacity(2048);
+        let mut check = self.wsdl.schema_set.fast().write_check();
+        if !op.check_while_writing {
+            check.fail();
+        }
         let w = Writer {
             model: &self.model,
             known: &self.known,
             prefixes: &op.prefixes,
+            check: std::cell::RefCell::new(check),
         };
         w.element(
             &mut out,
@@ -323,7 +349,8 @@ impl Wsdl2OpenApi {
         if !errors.is_empty() {
             return Err(errors);
         }
-        Ok(out)
+        let verdict = w.check.borrow().verdict();
+        Ok((out, verdict))
     }
 
     /// `element` in a SOAP envelope of the port's version.
@@ -467,9 +494,20 @@ struct Writer<'a> {
     /// [`Wsdl2OpenApi::known`].
     known: &'a [Vec<(String, Slot)>],
     prefixes: &'a BTreeMap<String, String>,
+    /// The validator's fast path, told what is written.
+    check: std::cell::RefCell<crate::quick::WriteCheck<'a>>,
 }
 
 impl Writer<'_> {
+    /// The namespace `p` is written in: its own, or none when it has no prefix.
+    fn written_ns<'p>(&self, p: &'p Particle) -> &'p str {
+        if !p.ns.is_empty() && self.prefixes.contains_key(&p.ns) {
+            &p.ns
+        } else {
+            ""
+        }
+    }
+
     fn push_name(&self, out: &mut String, p: &Particle) {
         if !p.ns.is_empty() {
             if let Some(pre) = self.prefixes.get(&p.ns) {
@@ -530,6 +568,7 @@ impl Writer<'_> {
         if let Some(d) = decls {
             out.push_str(d);
         }
+        let ns = self.written_ns(p);
         if v.is_null() {
             if !p.nillable {
                 errors.push(format!(
@@ -538,14 +577,19 @@ impl Writer<'_> {
                 ));
             }
             out.push_str(" xsi:nil=\"true\"/>");
+            let mut check = self.check.borrow_mut();
+            check.start(ns, &p.name, true, &[]);
+            check.end();
             return;
         }
         match &p.typ {
             Type::Scalar(_) => {
                 out.push('>');
-                self.scalar(out, v, at, errors);
+                self.check.borrow_mut().start(ns, &p.name, false, &[]);
+                self.checked_scalar(out, v, at, errors);
             }
             Type::Any => {
+                self.check.borrow_mut().fail();
                 out.push('>');
                 match v {
                     Value::Object(m) => self.generic(out, m, errors, at),
@@ -554,6 +598,7 @@ impl Writer<'_> {
             }
             Type::Complex(i) => {
                 let Some(c) = self.model.types.get(*i) else {
+                    self.check.borrow_mut().fail();
                     out.push('>');
                     return;
                 };
@@ -561,11 +606,13 @@ impl Writer<'_> {
                     Value::Object(m) => m,
                     v if c.text.is_some() => {
                         out.push('>');
-                        self.scalar(out, v, at, errors);
+                        self.check.borrow_mut().start(ns, &p.name, false, &[]);
+                        self.checked_scalar(out, v, at, errors);
                         self.close(out, p);
                         return;
                     }
                     _ => {
+                        self.check.borrow_mut().fail();
                         errors.push(format!("{at}: must be an object"));
                         out.push('>');
                         return;
@@ -614,6 +661,8 @@ impl Writer<'_> {
                         )),
                     }
                 }
+                let mut written: smallvec::SmallVec<[(&str, Cow<'_, str>); 4]> =
+                    smallvec::SmallVec::new();
                 for (a, av) in c.attributes.iter().zip(&attributes) {
                     if let Some(av) = av {
                         out.push(' ');
@@ -623,11 +672,13 @@ impl Writer<'_> {
                         self.scalar(&mut s, av, &at.key(&a.name), errors);
                         out.push_str(&s.replace('"', "&quot;"));
                         out.push('"');
+                        written.push((&a.name, unescaped(av)));
                     }
                 }
                 out.push('>');
+                self.check.borrow_mut().start(ns, &p.name, false, &written);
                 if let Some(t) = text {
-                    self.scalar(out, t, &at.key("$value"), errors);
+                    self.checked_scalar(out, t, &at.key("$value"), errors);
                 }
                 for (q, cv) in c.particles.iter().zip(&elements) {
                     if let Some(cv) = cv {
@@ -635,11 +686,26 @@ impl Writer<'_> {
                     }
                 }
                 if let Some(extra) = extra {
+                    self.check.borrow_mut().fail();
                     self.generic(out, &extra, errors, at);
                 }
             }
         }
+        self.check.borrow_mut().end();
         self.close(out, p);
+    }
+
+    /// [`Writer::scalar`], telling the check the text.
+    fn checked_scalar(&self, out: &mut String, v: &Value, at: &At<'_>, errors: &mut Vec<String>) {
+        let before = out.len();
+        self.scalar(out, v, at, errors);
+        let mut check = self.check.borrow_mut();
+        match v {
+            Value::String(s) => check.text(s),
+            Value::Number(_) | Value::Bool(_) => check.text(out.get(before..).unwrap_or("")),
+            Value::Null => {}
+            _ => check.fail(),
+        }
     }
 
     fn scalar(&self, out: &mut String, v: &Value, at: &At<'_>, errors: &mut Vec<String>) {
@@ -684,6 +750,17 @@ impl Writer<'_> {
                 out.push_str(&format!("</{k}>"));
             }
         }
+    }
+}
+
+/// The text a scalar is written as, before escaping.
+fn unescaped(v: &Value) -> Cow<'_, str> {
+    match v {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Bool(true) => Cow::Borrowed("true"),
+        Value::Bool(false) => Cow::Borrowed("false"),
+        Value::Number(n) => Cow::Owned(n.to_string()),
+        _ => Cow::Borrowed(""),
     }
 }
 
@@ -1138,16 +1215,20 @@ impl Policy for Wsdl2OpenApi {
                 std::borrow::Cow::Owned(v)
             }
         };
-        let mut element = match self.request_element(op, &content) {
-            Ok(x) => x.into_bytes(),
+        let (mut element, verdict) = match self.request_element_checked(op, &content) {
+            Ok((x, verdict)) => (x.into_bytes(), verdict),
             Err(errors) => return Outcome::Reject(invalid(errors)),
         };
         // Full XML Schema validation of what will be sent (facets, choices, required
         // elements), with libxml2 in one streaming pass: the request element alone (the
         // envelope around it is the gateway's own).
-        if let Err(errors) =
-            crate::validator::validate_element_in(&self.wsdl.schema_set, &mut element)
-        {
+        let checked = match verdict {
+            crate::quick::Fast::Valid => Ok(()),
+            crate::quick::Fast::Unsure => {
+                crate::validator::validate_element_in(&self.wsdl.schema_set, &mut element)
+            }
+        };
+        if let Err(errors) = checked {
             return Outcome::Reject(invalid(errors));
         }
         let envelope = self.envelope(&element);
@@ -1470,9 +1551,11 @@ mod tests {
             .and_then(|l| l.strip_suffix('\''))
             .unwrap();
         let (i, _) = p.find(&Method::POST, "/create-person").unwrap();
-        let element = p
-            .request_element(&p.ops[i], &serde_json::from_str(body).unwrap())
+        let (element, verdict) = p
+            .request_element_checked(&p.ops[i], &serde_json::from_str(body).unwrap())
             .unwrap();
+        // Checked while written: no scan needed.
+        assert_eq!(verdict, crate::quick::Fast::Valid, "{element}");
         let schemas = &p.wsdl.schema_set;
         assert_eq!(
             schemas.fast().check_element(element.as_bytes()),
@@ -1485,7 +1568,119 @@ mod tests {
         ));
     }
 
+    /// A JSON request for `p` (of `model`), valid-looking or not, driven by `seed`.
+    fn request_content(
+        model: &Model,
+        p: &Particle,
+        seed: &mut dyn FnMut(u32) -> u32,
+        depth: u32,
+    ) -> Value {
+        const SCALARS: [&str; 24] = [
+            "Bonn",
+            "53111",
+            "PERSON",
+            "COMPANY",
+            "1990-04-01",
+            "1990-4-1",
+            "true",
+            "0",
+            "12a",
+            "",
+            " x ",
+            "a\r\nb",
+            "a\rb",
+            "x&y<z>\"",
+            "\u{1}",
+            "\u{FFFE}",
+            "FEMALE",
+            "DE",
+            "-1",
+            "2147483648",
+            "1.5",
+            "1e3",
+            "Ünïcödé",
+            "t\tab",
+        ];
+        let scalar = |seed: &mut dyn FnMut(u32) -> u32| -> Value {
+            match seed(8) {
+                0 => Value::from(i64::from(seed(100)) - 10),
+                1 => Value::from(2_147_483_648_i64),
+                2 => Value::Bool(seed(2) == 0),
+                3 => serde_json::Number::from_f64(1.25).map_or(Value::Null, Value::Number),
+                4 if p.nillable || seed(4) == 0 => Value::Null,
+                _ => Value::String(SCALARS[seed(SCALARS.len() as u32) as usize].to_owned()),
+            }
+        };
+        let one = |seed: &mut dyn FnMut(u32) -> u32| -> Value {
+            match &p.typ {
+                Type::Complex(i) if depth < 4 && seed(10) != 0 => {
+                    let Some(c) = model.types.get(*i) else {
+                        return Value::Null;
+                    };
+                    let mut obj = Map::new();
+                    for q in &c.particles {
+                        if seed(6) != 0 {
+                            obj.insert(q.name.clone(), request_content(model, q, seed, depth + 1));
+                        }
+                    }
+                    for a in &c.attributes {
+                        if seed(3) != 0 {
+                            obj.insert(a.name.clone(), scalar(seed));
+                        }
+                    }
+                    if c.text.is_some() && seed(3) != 0 {
+                        obj.insert("$value".into(), scalar(seed));
+                    }
+                    if seed(12) == 0 {
+                        obj.insert("unknown".into(), Value::from(1));
+                    }
+                    Value::Object(obj)
+                }
+                _ => scalar(seed),
+            }
+        };
+        if p.repeated() || seed(15) == 0 {
+            let n = seed(4);
+            Value::Array((0..n).map(|_| one(seed)).collect())
+        } else {
+            one(seed)
+        }
+    }
+
     proptest::proptest! {
+        /// What the validator's fast path accepts while the request element is written, libxml2
+        /// accepts when it reads the written element, and so does the fast path's scan.
+        #[test]
+        fn checking_while_writing_agrees_with_libxml2(
+            name in proptest::sample::select(vec!["cities.wsdl", "partner.wsdl", "qualified-elements.wsdl", "person"]),
+            seeds in proptest::collection::vec(proptest::prelude::any::<u32>(), 64),
+        ) {
+            let p = if name == "person" {
+                let bench = format!("{}/../../bench/configs/person-service.wsdl", env!("CARGO_MANIFEST_DIR"));
+                let w = Wsdl::load(&Location::File(bench.into())).unwrap();
+                Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), "").unwrap()
+            } else {
+                compile(name, "")
+            };
+            let mut k = 0usize;
+            let mut seed = |n: u32| {
+                k += 1;
+                seeds[k % seeds.len()].rotate_left((k / seeds.len()) as u32 * 7) % n.max(1)
+            };
+            for op in &p.ops {
+                let mut content = request_content(&p.model, &op.input, &mut seed, 0);
+                if !content.is_object() {
+                    content = Value::Object(Map::new());
+                }
+                let Ok((xml, verdict)) = p.request_element_checked(op, &content) else { continue };
+                if verdict == crate::quick::Fast::Valid {
+                    let checked = p.wsdl.schema_set.validate_message(xml.as_bytes(), &mut turnpike_xmlstream::NoWatch);
+                    proptest::prop_assert!(matches!(checked, Ok(crate::schema::Checked::Valid)), "{xml}: {checked:?}");
+                    proptest::prop_assert_eq!(p.wsdl.schema_set.fast().check_element(xml.as_bytes()), crate::quick::Fast::Valid, "{}", xml);
+                }
+            }
+        }
+
         /// Whenever the one-pass conversion answers, it answers what the tree conversion does.
         #[test]
         fn streamed_responses_convert_as_trees(

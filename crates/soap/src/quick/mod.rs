@@ -22,6 +22,7 @@ mod lexical;
 mod pattern;
 mod scan;
 mod simple;
+mod write;
 
 #[cfg(test)]
 mod differential;
@@ -30,6 +31,7 @@ use crate::wsdl::QName;
 use crate::xml::Element;
 use automaton::Dfa;
 use simple::Simple;
+pub use write::WriteCheck;
 
 /// The fast path's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +86,18 @@ impl FastPath {
     /// Checks a document whose root is a global element of the schemas.
     pub fn check_element(&self, message: &[u8]) -> Fast {
         Fast::of(check::element_document(&self.model, message))
+    }
+
+    /// A check of an element the gateway writes itself, fed while it is written (see
+    /// [`WriteCheck`]): the same verdict as [`FastPath::check_element`] on the written XML.
+    pub fn write_check(&self) -> WriteCheck<'_> {
+        WriteCheck::new(&self.model)
+    }
+
+    /// True when the fast path reads the namespace name `uri` as written (the writer's
+    /// declarations must be such for [`FastPath::write_check`] to stand for the scan).
+    pub fn plain_uri(uri: &str) -> bool {
+        !uri.is_empty() && uri.bytes().all(scan::uri_byte)
     }
 }
 

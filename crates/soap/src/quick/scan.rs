@@ -21,7 +21,7 @@ const MAX_TEXT: usize = 1_000_000;
 
 /// True for the bytes the fast path takes in a namespace URI: those of URIs, without
 /// `%`, `&`, brackets or other characters libxml2 may find odd.
-fn uri_byte(b: u8) -> bool {
+pub(super) fn uri_byte(b: u8) -> bool {
     URI_BYTES[b as usize]
 }
 

@@ -1,0 +1,230 @@
+//! The fast path for XML the gateway writes itself (`wsdl2openapi`'s request element): the
+//! writer reports each element, attribute and text as it writes them, with their values
+//! before escaping, and [`WriteCheck`] checks them against the [`Model`] as
+//! [`super::check`] checks a scanned message — so the written bytes need not be scanned
+//! again. The values are normalized as a parser would see them (line ends, and whitespace in
+//! attribute values); a character XML does not allow makes the verdict unsure, as does
+//! anything the model does not cover.
+
+use std::borrow::Cow;
+
+use super::automaton::{same, Dfa};
+use super::simple::Simple;
+use super::{AllGroup, Content, Fast, Model, TypeRef};
+
+/// What an open element still expects.
+enum Frame<'m> {
+    Elements { dfa: &'m Dfa, state: u32 },
+    All { group: &'m AllGroup, seen: u64 },
+    Simple { simple: &'m Simple, text: bool },
+    Empty,
+}
+
+/// Checks an element while it is written. Every call after a failure is a no-op; the verdict
+/// is [`Fast::Valid`] only when the root element was completed and everything checked.
+pub struct WriteCheck<'m> {
+    model: &'m Model,
+    stack: smallvec::SmallVec<[Frame<'m>; 8]>,
+    failed: bool,
+    done: bool,
+}
+
+/// True when `c` is a character XML 1.0 allows in text.
+fn xml_char(c: char) -> bool {
+    !matches!(c, '\u{0}'..='\u{8}' | '\u{B}' | '\u{C}' | '\u{E}'..='\u{1F}' | '\u{FFFE}' | '\u{FFFF}')
+}
+
+/// The text as a parser reports it: CR LF and a lone CR become LF (`attribute`: every
+/// tab, line feed and carriage return then becomes a space). `None` for a character XML does
+/// not allow.
+fn as_parsed(value: &str, attribute: bool) -> Option<Cow<'_, str>> {
+    if !value.chars().all(xml_char) {
+        return None;
+    }
+    let special = |b: u8| b == b'\r' || (attribute && (b == b'\t' || b == b'\n'));
+    if !value.bytes().any(special) {
+        return Some(Cow::Borrowed(value));
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        let c = if c == '\r' {
+            if chars.peek() == Some(&'\n') {
+                chars.next();
+            }
+            '\n'
+        } else {
+            c
+        };
+        out.push(if attribute && matches!(c, '\t' | '\n') {
+            ' '
+        } else {
+            c
+        });
+    }
+    Some(Cow::Owned(out))
+}
+
+impl<'m> WriteCheck<'m> {
+    /// A check of one element of `model`, from its start.
+    pub(super) fn new(model: &'m Model) -> WriteCheck<'m> {
+        WriteCheck {
+            model,
+            stack: smallvec::SmallVec::new(),
+            failed: false,
+            done: false,
+        }
+    }
+
+    /// Gives up: the verdict will be unsure.
+    pub fn fail(&mut self) {
+        self.failed = true;
+    }
+
+    /// An element `{ns}local` starts, with `xsi:nil="true"` when `nil`, and its unprefixed
+    /// attributes (name, value before escaping).
+    pub fn start(&mut self, ns: &str, local: &str, nil: bool, attrs: &[(&str, Cow<'_, str>)]) {
+        if self.failed {
+            return;
+        }
+        if self
+            .start_checked(ns.as_bytes(), local.as_bytes(), nil, attrs)
+            .is_none()
+        {
+            self.failed = true;
+        }
+    }
+
+    fn start_checked(
+        &mut self,
+        ns: &[u8],
+        local: &[u8],
+        nil: bool,
+        attrs: &[(&str, Cow<'_, str>)],
+    ) -> Option<()> {
+        let model = self.model;
+        let decl = match self.stack.last_mut() {
+            None if self.done => return None, // a second root
+            None => model.global(ns, local)?,
+            Some(Frame::Elements { dfa, state }) => {
+                let (to, child) = dfa.step(*state, ns, local)?;
+                *state = to;
+                child
+            }
+            Some(Frame::All { group, seen }) => {
+                let i = group
+                    .items
+                    .iter()
+                    .position(|it| same(&it.local, local) && same(&it.ns, ns))?;
+                if i >= 64 || *seen & (1 << i) != 0 {
+                    return None;
+                }
+                *seen |= 1 << i;
+                group.items.get(i)?.decl
+            }
+            Some(Frame::Simple { .. } | Frame::Empty) => return None,
+        };
+        let d = model.elems.get(decl)?;
+        if nil && !d.nillable {
+            return None;
+        }
+        let (decls, frame) = match d.typ {
+            TypeRef::Simple(s) => (
+                &[][..],
+                Frame::Simple {
+                    simple: model.simples.get(s)?,
+                    text: false,
+                },
+            ),
+            TypeRef::Complex(c) => {
+                let c = model.complexes.get(c)?;
+                let frame = match &c.content {
+                    Content::Empty => Frame::Empty,
+                    Content::Simple(s) => Frame::Simple {
+                        simple: model.simples.get(*s)?,
+                        text: false,
+                    },
+                    Content::Elements(dfa) => Frame::Elements { dfa, state: 0 },
+                    Content::All(group) => Frame::All { group, seen: 0 },
+                };
+                (&c.attrs[..], frame)
+            }
+        };
+        let mut required = decls.iter().filter(|a| a.required).count();
+        for (name, value) in attrs {
+            // Unprefixed attributes have no namespace.
+            let decl = decls
+                .iter()
+                .find(|x| same(&x.local, name.as_bytes()) && x.ns.is_empty())?;
+            if !model
+                .simples
+                .get(decl.simple)?
+                .accepts(&as_parsed(value, true)?)
+            {
+                return None;
+            }
+            required = required.checked_sub(usize::from(decl.required))?;
+        }
+        if required > 0 {
+            return None;
+        }
+        self.stack.push(if nil { Frame::Empty } else { frame });
+        Some(())
+    }
+
+    /// The text content of the element being written (its value before escaping); at most
+    /// once per element.
+    pub fn text(&mut self, value: &str) {
+        if self.failed {
+            return;
+        }
+        let ok = match self.stack.last_mut() {
+            Some(Frame::Simple { simple, text }) if !*text => {
+                *text = true;
+                as_parsed(value, false).is_some_and(|v| simple.accepts(&v))
+            }
+            // Whitespace between elements is not written; anything else is not expected.
+            _ => false,
+        };
+        if !ok {
+            self.failed = true;
+        }
+    }
+
+    /// The element being written ends.
+    pub fn end(&mut self) {
+        if self.failed {
+            return;
+        }
+        let ok = match self.stack.pop() {
+            Some(Frame::Elements { dfa, state }) => dfa.accepts(state),
+            Some(Frame::All { group, seen }) => {
+                let all_required = group
+                    .items
+                    .iter()
+                    .enumerate()
+                    .all(|(i, item)| !item.required || seen & (1 << i) != 0);
+                all_required || (seen == 0 && group.optional)
+            }
+            // No text at all is the empty string.
+            Some(Frame::Simple { simple, text }) => text || simple.accepts(""),
+            Some(Frame::Empty) => true,
+            None => false,
+        };
+        if !ok {
+            self.failed = true;
+        }
+        if self.stack.is_empty() {
+            self.done = true;
+        }
+    }
+
+    /// The verdict on what was written.
+    pub fn verdict(&self) -> Fast {
+        if !self.failed && self.done && self.stack.is_empty() {
+            Fast::Valid
+        } else {
+            Fast::Unsure
+        }
+    }
+}
