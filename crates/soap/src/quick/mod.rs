@@ -20,7 +20,7 @@ mod check;
 mod compile;
 mod lexical;
 mod pattern;
-mod scan;
+pub(crate) mod scan;
 mod simple;
 mod write;
 

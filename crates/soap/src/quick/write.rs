@@ -38,6 +38,10 @@ fn xml_char(c: char) -> bool {
 /// tab, line feed and carriage return then becomes a space). `None` for a character XML does
 /// not allow.
 fn as_parsed(value: &str, attribute: bool) -> Option<Cow<'_, str>> {
+    // The everyday value: printable ASCII, read as it is.
+    if value.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+        return Some(Cow::Borrowed(value));
+    }
     if !value.chars().all(xml_char) {
         return None;
     }
@@ -226,5 +230,21 @@ impl<'m> WriteCheck<'m> {
         } else {
             Fast::Unsure
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_parsed;
+
+    #[test]
+    fn values_read_as_a_parser_reads_them() {
+        assert_eq!(as_parsed("plain text", false).unwrap(), "plain text");
+        assert_eq!(as_parsed("a\r\nb\rc\nd", false).unwrap(), "a\nb\nc\nd");
+        assert_eq!(as_parsed("a\r\nb\tc\nd", true).unwrap(), "a b c d");
+        assert_eq!(as_parsed("Grüße\t", false).unwrap(), "Grüße\t");
+        assert!(as_parsed("a\u{1}", false).is_none());
+        assert!(as_parsed("\u{FFFE}", true).is_none());
+        assert_eq!(as_parsed("\u{7F}", false).unwrap(), "\u{7F}");
     }
 }
