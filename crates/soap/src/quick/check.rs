@@ -4,14 +4,15 @@
 use super::automaton::{same, Dfa};
 use super::scan::{decode, is_xsi, Attr, Event, Scanner};
 use super::simple::Simple;
-use super::{AllGroup, Content, Model, TypeRef};
+use super::{AllGroup, AttrDecl, Content, ElemDecl, Model, TypeRef};
 use crate::wsdl::SoapVersion;
 
-/// What an open element still expects.
-enum Frame<'m, 'a> {
+/// What an open element still expects; `T` holds the text of simple content (the raw bytes
+/// while scanning, a flag while writing).
+pub(super) enum Frame<'m, T> {
     Elements { dfa: &'m Dfa, state: u32 },
     All { group: &'m AllGroup, seen: u64 },
-    Simple { simple: &'m Simple, text: &'a [u8] },
+    Simple { simple: &'m Simple, text: T },
     Empty,
 }
 
@@ -20,9 +21,78 @@ fn blank(raw: &[u8]) -> bool {
         .all(|&b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
-/// The frame of an element of declaration `decl` with `attrs`, once its attributes check.
-fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Frame<'m, 'a>> {
+/// Declaration `decl`, its attribute declarations and the frame of its content (`text`: the
+/// empty text).
+pub(super) fn parts<T>(
+    model: &Model,
+    decl: usize,
+    text: T,
+) -> Option<(&ElemDecl, &[AttrDecl], Frame<'_, T>)> {
     let d = model.elems.get(decl)?;
+    Some(match d.typ {
+        TypeRef::Simple(s) => (
+            d,
+            &[][..],
+            Frame::Simple {
+                simple: model.simples.get(s)?,
+                text,
+            },
+        ),
+        TypeRef::Complex(c) => {
+            let c = model.complexes.get(c)?;
+            let frame = match &c.content {
+                Content::Empty => Frame::Empty,
+                Content::Simple(s) => Frame::Simple {
+                    simple: model.simples.get(*s)?,
+                    text,
+                },
+                Content::Elements(dfa) => Frame::Elements { dfa, state: 0 },
+                Content::All(group) => Frame::All { group, seen: 0 },
+            };
+            (d, &c.attrs[..], frame)
+        }
+    })
+}
+
+/// The declaration of the child `{ns}local` of an element in `frame`, which moves past it;
+/// `None` when no such child may come here.
+pub(super) fn child<T>(frame: &mut Frame<'_, T>, ns: &[u8], local: &[u8]) -> Option<usize> {
+    match frame {
+        Frame::Elements { dfa, state } => {
+            let (to, child) = dfa.step(*state, ns, local)?;
+            *state = to;
+            Some(child)
+        }
+        Frame::All { group, seen } => {
+            let i = group
+                .items
+                .iter()
+                .position(|it| same(&it.local, local) && same(&it.ns, ns))?;
+            if i >= 64 || *seen & (1 << i) != 0 {
+                return None;
+            }
+            *seen |= 1 << i;
+            Some(group.items.get(i)?.decl)
+        }
+        Frame::Simple { .. } | Frame::Empty => None,
+    }
+}
+
+impl AllGroup {
+    /// True when the children `seen` (a bit per item) complete the group.
+    pub(super) fn complete(&self, seen: u64) -> bool {
+        let all_required = self
+            .items
+            .iter()
+            .enumerate()
+            .all(|(i, item)| !item.required || (i < 64 && seen & (1 << i) != 0));
+        all_required || (seen == 0 && self.optional)
+    }
+}
+
+/// The frame of an element of declaration `decl` with `attrs`, once its attributes check.
+fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Frame<'m, &'a [u8]>> {
+    let (d, decls, content) = parts(model, decl, &[][..])?;
     let mut nil = false;
     let mut plain = 0usize;
     for a in attrs {
@@ -36,33 +106,9 @@ fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Fra
             plain += 1;
         }
     }
-    let (decls, content) = match d.typ {
-        TypeRef::Simple(s) => {
-            if plain > 0 {
-                return None;
-            }
-            (
-                &[][..],
-                Frame::Simple {
-                    simple: model.simples.get(s)?,
-                    text: &[],
-                },
-            )
-        }
-        TypeRef::Complex(c) => {
-            let c = model.complexes.get(c)?;
-            let frame = match &c.content {
-                Content::Empty => Frame::Empty,
-                Content::Simple(s) => Frame::Simple {
-                    simple: model.simples.get(*s)?,
-                    text: &[],
-                },
-                Content::Elements(dfa) => Frame::Elements { dfa, state: 0 },
-                Content::All(group) => Frame::All { group, seen: 0 },
-            };
-            (&c.attrs[..], frame)
-        }
-    };
+    if plain > 0 && decls.is_empty() {
+        return None;
+    }
     let mut required = decls.iter().filter(|a| a.required).count();
     for a in attrs.iter().filter(|a| !is_xsi(a.ns)) {
         let decl = decls
@@ -81,17 +127,10 @@ fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Fra
 }
 
 /// True when the element's content, now complete, is valid.
-fn complete(frame: Frame<'_, '_>) -> Option<()> {
+fn complete(frame: Frame<'_, &[u8]>) -> Option<()> {
     let ok = match frame {
         Frame::Elements { dfa, state } => dfa.accepts(state),
-        Frame::All { group, seen } => {
-            let all_required = group
-                .items
-                .iter()
-                .enumerate()
-                .all(|(i, item)| !item.required || seen & (1 << i) != 0);
-            all_required || (seen == 0 && group.optional)
-        }
+        Frame::All { group, seen } => group.complete(seen),
         Frame::Simple { simple, text } => simple.accepts(&decode(text, false)?),
         Frame::Empty => true,
     };
@@ -106,25 +145,7 @@ fn element(model: &Model, sc: &mut Scanner<'_>, decl: usize) -> Option<()> {
     loop {
         match sc.next_event()? {
             Event::Start { ns, local } => {
-                let child = match stack.last_mut()? {
-                    Frame::Elements { dfa, state } => {
-                        let (to, child) = dfa.step(*state, ns, local)?;
-                        *state = to;
-                        child
-                    }
-                    Frame::All { group, seen } => {
-                        let i = group
-                            .items
-                            .iter()
-                            .position(|it| same(&it.local, local) && same(&it.ns, ns))?;
-                        if *seen & (1 << i) != 0 {
-                            return None;
-                        }
-                        *seen |= 1 << i;
-                        group.items[i].decl
-                    }
-                    Frame::Simple { .. } | Frame::Empty => return None,
-                };
+                let child = child(stack.last_mut()?, ns, local)?;
                 let frame = open(model, child, sc.attrs())?;
                 stack.push(frame);
             }

@@ -8,23 +8,15 @@
 
 use std::borrow::Cow;
 
-use super::automaton::{same, Dfa};
-use super::simple::Simple;
-use super::{AllGroup, Content, Fast, Model, TypeRef};
-
-/// What an open element still expects.
-enum Frame<'m> {
-    Elements { dfa: &'m Dfa, state: u32 },
-    All { group: &'m AllGroup, seen: u64 },
-    Simple { simple: &'m Simple, text: bool },
-    Empty,
-}
+use super::automaton::same;
+use super::check::{child, parts, Frame};
+use super::{Fast, Model};
 
 /// Checks an element while it is written. Every call after a failure is a no-op; the verdict
 /// is [`Fast::Valid`] only when the root element was completed and everything checked.
 pub struct WriteCheck<'m> {
     model: &'m Model,
-    stack: smallvec::SmallVec<[Frame<'m>; 8]>,
+    stack: smallvec::SmallVec<[Frame<'m, bool>; 8]>,
     failed: bool,
     done: bool,
 }
@@ -110,50 +102,12 @@ impl<'m> WriteCheck<'m> {
         let decl = match self.stack.last_mut() {
             None if self.done => return None, // a second root
             None => model.global(ns, local)?,
-            Some(Frame::Elements { dfa, state }) => {
-                let (to, child) = dfa.step(*state, ns, local)?;
-                *state = to;
-                child
-            }
-            Some(Frame::All { group, seen }) => {
-                let i = group
-                    .items
-                    .iter()
-                    .position(|it| same(&it.local, local) && same(&it.ns, ns))?;
-                if i >= 64 || *seen & (1 << i) != 0 {
-                    return None;
-                }
-                *seen |= 1 << i;
-                group.items.get(i)?.decl
-            }
-            Some(Frame::Simple { .. } | Frame::Empty) => return None,
+            Some(frame) => child(frame, ns, local)?,
         };
-        let d = model.elems.get(decl)?;
+        let (d, decls, frame) = parts(model, decl, false)?;
         if nil && !d.nillable {
             return None;
         }
-        let (decls, frame) = match d.typ {
-            TypeRef::Simple(s) => (
-                &[][..],
-                Frame::Simple {
-                    simple: model.simples.get(s)?,
-                    text: false,
-                },
-            ),
-            TypeRef::Complex(c) => {
-                let c = model.complexes.get(c)?;
-                let frame = match &c.content {
-                    Content::Empty => Frame::Empty,
-                    Content::Simple(s) => Frame::Simple {
-                        simple: model.simples.get(*s)?,
-                        text: false,
-                    },
-                    Content::Elements(dfa) => Frame::Elements { dfa, state: 0 },
-                    Content::All(group) => Frame::All { group, seen: 0 },
-                };
-                (&c.attrs[..], frame)
-            }
-        };
         let mut required = decls.iter().filter(|a| a.required).count();
         for (name, value) in attrs {
             // Unprefixed attributes have no namespace.
@@ -202,14 +156,7 @@ impl<'m> WriteCheck<'m> {
         }
         let ok = match self.stack.pop() {
             Some(Frame::Elements { dfa, state }) => dfa.accepts(state),
-            Some(Frame::All { group, seen }) => {
-                let all_required = group
-                    .items
-                    .iter()
-                    .enumerate()
-                    .all(|(i, item)| !item.required || seen & (1 << i) != 0);
-                all_required || (seen == 0 && group.optional)
-            }
+            Some(Frame::All { group, seen }) => group.complete(seen),
             // No text at all is the empty string.
             Some(Frame::Simple { simple, text }) => text || simple.accepts(""),
             Some(Frame::Empty) => true,
