@@ -499,23 +499,19 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// The namespace `p` is written in: its own, or none when it has no prefix.
-    fn written_ns<'p>(&self, p: &'p Particle) -> &'p str {
-        if !p.ns.is_empty() && self.prefixes.contains_key(&p.ns) {
-            &p.ns
-        } else {
-            ""
-        }
-    }
-
-    fn push_name(&self, out: &mut String, p: &Particle) {
+    /// Writes `p`'s name with its prefix; returns the namespace it is written in: its own, or
+    /// none when it has no prefix.
+    fn push_name<'p>(&self, out: &mut String, p: &'p Particle) -> &'p str {
+        let mut ns = "";
         if !p.ns.is_empty() {
             if let Some(pre) = self.prefixes.get(&p.ns) {
                 out.push_str(pre);
                 out.push(':');
+                ns = &p.ns;
             }
         }
         out.push_str(&p.name);
+        ns
     }
 
     fn close(&self, out: &mut String, p: &Particle) {
@@ -564,11 +560,10 @@ impl Writer<'_> {
         errors: &mut Vec<String>,
     ) {
         out.push('<');
-        self.push_name(out, p);
+        let ns = self.push_name(out, p);
         if let Some(d) = decls {
             out.push_str(d);
         }
-        let ns = self.written_ns(p);
         if v.is_null() {
             if !p.nillable {
                 errors.push(format!(

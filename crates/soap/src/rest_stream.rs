@@ -166,6 +166,20 @@ fn attributes(sc: &Scanner<'_>) -> Option<(Vec<(String, String)>, bool)> {
     Some((out, nil))
 }
 
+/// Reads an element's content up to its next child, adding the direct text to `text`: the
+/// child's local name (its start tag just read), `Some(None)` at the element's end, `None` when
+/// the document ends first or is left to the tree conversion.
+fn next_child<'a>(sc: &mut Scanner<'a>, text: &mut String) -> Option<Option<&'a str>> {
+    loop {
+        match next(sc)? {
+            Ev::Start { local, .. } => return std::str::from_utf8(local).ok().map(Some),
+            Ev::Text(t) => text.push_str(&t),
+            Ev::End => return Some(None),
+            Ev::Done => return None,
+        }
+    }
+}
+
 /// The element whose start tag was just read, typed by `typ`.
 fn typed(sc: &mut Scanner<'_>, typ: &Type, model: &Model) -> Option<Value> {
     let (attrs, nil) = attributes(sc)?;
@@ -181,16 +195,9 @@ fn typed(sc: &mut Scanner<'_>, typ: &Type, model: &Model) -> Option<Value> {
         Type::Any => return untyped(sc, attrs),
         Type::Scalar(scalar) => {
             let mut text = String::new();
-            loop {
-                match next(sc)? {
-                    Ev::Start { .. } => {
-                        check_attributes(sc.attrs())?;
-                        skip(sc)?;
-                    }
-                    Ev::Text(t) => text.push_str(&t),
-                    Ev::End => break,
-                    Ev::Done => return None,
-                }
+            while next_child(sc, &mut text)?.is_some() {
+                check_attributes(sc.attrs())?;
+                skip(sc)?;
             }
             return Some(scalar_json(&text, scalar));
         }
@@ -208,17 +215,7 @@ fn typed(sc: &mut Scanner<'_>, typ: &Type, model: &Model) -> Option<Value> {
             .or_insert_with(|| Value::Array(Vec::new()));
     }
     let mut text = String::new();
-    loop {
-        let local = match next(sc)? {
-            Ev::Start { local, .. } => local,
-            Ev::Text(t) => {
-                text.push_str(&t);
-                continue;
-            }
-            Ev::End => break,
-            Ev::Done => return None,
-        };
-        let local = std::str::from_utf8(local).ok()?;
+    while let Some(local) = next_child(sc, &mut text)? {
         match c.particles.iter().find(|p| p.name == local) {
             Some(p) => {
                 let v = typed(sc, &p.typ, model)?;
@@ -261,18 +258,8 @@ fn untyped(sc: &mut Scanner<'_>, attrs: Vec<(String, String)>) -> Option<Value> 
         obj.insert(k, Value::String(v));
     }
     let mut text = String::new();
-    loop {
-        let local = match next(sc)? {
-            Ev::Start { local, .. } => local,
-            Ev::Text(t) => {
-                text.push_str(&t);
-                continue;
-            }
-            Ev::End => break,
-            Ev::Done => return None,
-        };
+    while let Some(local) = next_child(sc, &mut text)? {
         plain = false;
-        let local = std::str::from_utf8(local).ok()?;
         let v = generic(sc)?;
         insert_generic(&mut obj, local, v);
     }
