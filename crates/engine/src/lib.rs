@@ -7,6 +7,7 @@
 //! snapshots and swaps them on reload.
 
 pub mod access_log;
+pub mod deadline;
 pub mod gateway;
 pub mod headers;
 pub mod listener;

@@ -572,7 +572,8 @@ async fn forward(
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
     let timeout = how.timeout;
-    let result = tokio::time::timeout(timeout, ctx.client.send(transport, req, how.upgrade)).await;
+    let result =
+        crate::deadline::timeout(timeout, ctx.client.send(transport, req, how.upgrade)).await;
     let mut res = match result {
         Err(_) => {
             return Err((

@@ -74,6 +74,7 @@ async fn main_loop(
         idle: Notify::new(),
     });
     let mut accepting: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
+    let deadlines = crate::deadline::install();
     let sweeper = {
         let worker = worker.clone();
         tokio::task::spawn_local(async move {
@@ -132,10 +133,12 @@ async fn main_loop(
                         "grace period over; closing connections still open"
                     );
                 }
+                deadlines.abort();
                 return;
             }
         }
     }
+    deadlines.abort();
 }
 
 async fn accept_loop(worker: Rc<Worker>, key: SocketAddr, listener: TcpListener) {
@@ -322,7 +325,7 @@ where
     } else {
         let mut builder = http1::Builder::new();
         builder
-            .timer(TokioTimer::new())
+            .timer(crate::deadline::CoarseTimer)
             .header_read_timeout(header_timeout)
             .max_buf_size(max_buf)
             .max_headers(max_headers)
