@@ -12,8 +12,8 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// The fixed hop-by-hop header names other than `Connection`.
-fn fixed_hop_by_hop(n: &HeaderName) -> bool {
+/// The fixed hop-by-hop header names other than `Connection`; true for one of them.
+pub fn is_fixed_hop_by_hop(n: &HeaderName) -> bool {
     n == header::TE
         || n == header::TRANSFER_ENCODING
         || n == header::UPGRADE
@@ -30,7 +30,7 @@ pub fn remove_hop_by_hop(h: &mut HeaderMap) {
     for n in h.keys() {
         if n == header::CONNECTION {
             connection = true;
-        } else if fixed_hop_by_hop(n) && !fixed.contains(n) {
+        } else if is_fixed_hop_by_hop(n) && !fixed.contains(n) {
             fixed.push(n.clone());
         }
     }

@@ -95,7 +95,9 @@ pub struct ResponseHead {
     pub status: StatusCode,
     /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
-    /// Header fields, as received.
+    /// Header fields as received, except the hop-by-hop ones (`Connection` and the fields it
+    /// names, `Keep-Alive`, `Transfer-Encoding` and the others of RFC 9110 §7.6.1): their
+    /// meaning is in `framing` and `keep_alive`.
     pub headers: HeaderMap,
     /// How the body is delimited.
     pub framing: ResponseFraming,
@@ -589,15 +591,35 @@ fn parse_head(
         let head = buf.split_to(len).freeze();
         // Room for the few headers response policies add (no regrowth).
         let mut headers = HeaderMap::with_capacity(ranges.len() + 4);
+        let mut facts = HeadFacts::default();
         for (ns, ne, vs, ve) in ranges {
             let name = HeaderName::from_bytes(&head[ns..ne])
                 .map_err(|_| H1Error::Parse("invalid header name".into()))?;
+            let raw = &head[vs..ve];
+            // The framing and connection fields are read here and, being hop-by-hop, not kept.
+            if name == header::CONNECTION {
+                facts.connection(raw);
+                continue;
+            }
+            if name == header::TRANSFER_ENCODING {
+                facts.transfer_encoding(raw);
+                continue;
+            }
+            if name == header::CONTENT_LENGTH {
+                facts.content_length(raw);
+            } else if crate::headers::is_fixed_hop_by_hop(&name) {
+                continue;
+            }
             let value = HeaderValue::from_maybe_shared(head.slice(vs..ve))
                 .map_err(|_| H1Error::Parse(format!("invalid value of header {name}")))?;
             headers.append(name, value);
         }
-        let (framing, mut keep_alive) = framing(&headers, status, head_request)?;
-        keep_alive &= persistent(&headers, version);
+        // Fields the Connection header names are hop-by-hop too (RFC 9110 §7.6.1).
+        for name in facts.named.drain(..) {
+            headers.remove(name);
+        }
+        let (framing, mut keep_alive) = framing(&facts, status, head_request)?;
+        keep_alive &= facts.persistent(version);
         return Ok(Some(ResponseHead {
             status,
             version,
@@ -608,10 +630,86 @@ fn parse_head(
     }
 }
 
+/// What a response head's framing and connection fields say, gathered while its fields are read.
+#[derive(Default)]
+struct HeadFacts {
+    /// A Transfer-Encoding field was present.
+    transfer_encoding: bool,
+    /// The last transfer coding listed is `chunked`.
+    chunked: bool,
+    /// A Content-Length field was present.
+    has_length: bool,
+    /// The length, when every Content-Length value agrees.
+    length: Option<u64>,
+    /// What is wrong with the Content-Length fields (an error only without Transfer-Encoding).
+    length_error: Option<&'static str>,
+    /// `Connection: close` was listed.
+    close: bool,
+    /// `Connection: keep-alive` was listed.
+    keep_alive: bool,
+    /// Other fields the Connection header names.
+    named: SmallVec<[HeaderName; 2]>,
+}
+
+impl HeadFacts {
+    fn transfer_encoding(&mut self, value: &[u8]) {
+        self.transfer_encoding = true;
+        for coding in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+            if !coding.is_empty() {
+                self.chunked = coding.eq_ignore_ascii_case(b"chunked");
+            }
+        }
+    }
+
+    fn content_length(&mut self, value: &[u8]) {
+        self.has_length = true;
+        for part in value.split(|b| *b == b',') {
+            let part = part.trim_ascii();
+            if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
+                self.length_error.get_or_insert("invalid Content-Length");
+                continue;
+            }
+            let n = part
+                .iter()
+                .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+            if self.length.is_some_and(|l| l != n) {
+                self.length_error
+                    .get_or_insert("conflicting Content-Length values");
+            }
+            self.length = Some(n);
+        }
+    }
+
+    fn connection(&mut self, value: &[u8]) {
+        for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+            if token.is_empty() {
+                continue;
+            }
+            if token.eq_ignore_ascii_case(b"close") {
+                self.close = true;
+            } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                // Names the Keep-Alive field, which is dropped anyway.
+                self.keep_alive = true;
+            } else if let Ok(name) = HeaderName::from_bytes(token) {
+                self.named.push(name);
+            }
+        }
+    }
+
+    /// Whether the connection persists after this response (RFC 9112 §9.3).
+    fn persistent(&self, version: Version) -> bool {
+        if version == Version::HTTP_11 {
+            !self.close
+        } else {
+            self.keep_alive
+        }
+    }
+}
+
 /// The body framing of a response (RFC 9112 §6.3) and whether the framing lets the connection
 /// be reused.
 fn framing(
-    headers: &HeaderMap,
+    facts: &HeadFacts,
     status: StatusCode,
     head_request: bool,
 ) -> Result<(ResponseFraming, bool), H1Error> {
@@ -622,60 +720,23 @@ fn framing(
     {
         return Ok((ResponseFraming::Empty, true));
     }
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        let last = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .map(<[u8]>::trim_ascii)
-            .rfind(|t| !t.is_empty());
-        let chunked = last.is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
+    if facts.transfer_encoding {
         // With both Transfer-Encoding and Content-Length the message may have been smuggled:
         // the coding wins and the connection is not reused (RFC 9112 §6.3).
-        let clean = !headers.contains_key(header::CONTENT_LENGTH);
-        return Ok(if chunked {
-            (ResponseFraming::Chunked, clean)
+        return Ok(if facts.chunked {
+            (ResponseFraming::Chunked, !facts.has_length)
         } else {
             (ResponseFraming::Close, false)
         });
     }
-    let mut length: Option<u64> = None;
-    for v in headers.get_all(header::CONTENT_LENGTH) {
-        for part in v.as_bytes().split(|b| *b == b',') {
-            let part = part.trim_ascii();
-            if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
-                return Err(H1Error::Parse("invalid Content-Length".into()));
-            }
-            let n = part
-                .iter()
-                .fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
-            if length.is_some_and(|l| l != n) {
-                return Err(H1Error::Parse("conflicting Content-Length values".into()));
-            }
-            length = Some(n);
-        }
+    if let Some(e) = facts.length_error {
+        return Err(H1Error::Parse(e.into()));
     }
-    Ok(match length {
+    Ok(match facts.length {
         Some(0) => (ResponseFraming::Empty, true),
         Some(n) => (ResponseFraming::Length(n), true),
         None => (ResponseFraming::Close, false),
     })
-}
-
-/// Whether the connection persists after this response (RFC 9112 §9.3).
-fn persistent(headers: &HeaderMap, version: Version) -> bool {
-    let has = |token: &[u8]| {
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
-    };
-    if version == Version::HTTP_11 {
-        !has(b"close")
-    } else {
-        has(b"keep-alive")
-    }
 }
 
 #[cfg(test)]
@@ -748,6 +809,40 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(h.framing, ResponseFraming::Length(7));
+    }
+
+    #[test]
+    fn drops_hop_by_hop_fields_while_reading_them() {
+        let h = parse(
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: timeout=5\r\n\
+             X-Secret: 1\r\nProxy-Connection: x\r\nUpgrade: h2c\r\nX-Keep: 1\r\n\
+             Content-Length: 2\r\n\r\nok",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let mut names: Vec<&str> = h.headers.keys().map(|n| n.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["content-length", "x-keep"]);
+        assert!(h.keep_alive);
+        assert_eq!(h.framing, ResponseFraming::Length(2));
+        let h = parse(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(!h.headers.contains_key(header::TRANSFER_ENCODING));
+        assert_eq!(h.framing, ResponseFraming::Chunked);
+        // A coding wins over a broken length; the connection is not reused.
+        let h = parse(
+            "HTTP/1.1 200 OK\r\nContent-Length: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(h.framing, ResponseFraming::Chunked);
+        assert!(!h.keep_alive);
     }
 
     #[test]
