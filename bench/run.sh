@@ -19,6 +19,8 @@ TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
 CASES=short,proxy,routes,openapi,jsonprot,rest2soap,soapvalidate   # option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
+CPU_QUOTA=""                     # option --cpu-quota: percent of its CPU the system under test may use
+QUOTA_CG=""                      # the cgroup that enforces it
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
 SUT_CPU=1    # system under test
@@ -54,6 +56,9 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --cases LIST       comma-separated cases (default $CASES):
                      short, proxy, routes, auth, matrix, tls, h2, openapi (Membrane
                      scenario 5), jsonprot, rest2soap (scenario 6), soapvalidate (scenario 7)
+  --cpu-quota PCT    gateway-bound mode: the system under test may use only PCT% of its
+                     CPU (a cgroup CPU quota; needs root), so that it, not the load CPU,
+                     limits req/s in every case (see docs/benchmarks.md)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -77,7 +82,7 @@ set -- "${args[@]}"
 while (($#)); do
     case $1 in
         -h|--help) usage; exit 0 ;;
-        --rounds|--duration|--connections|--turnpike|--systems|--cases)
+        --rounds|--duration|--connections|--turnpike|--systems|--cases|--cpu-quota)
             (($# >= 2)) || die "$1 needs a value (see --help)"
             case $1 in
                 --rounds) ROUNDS=$2 ;;
@@ -86,6 +91,7 @@ while (($#)); do
                 --turnpike) TURNPIKE=$2 ;;
                 --systems) SYSTEMS=$2 ;;
                 --cases) CASES=$2 ;;
+                --cpu-quota) CPU_QUOTA=$2 ;;
             esac
             shift 2 ;;
         --keep-tmp) KEEP_TMP=1; shift ;;
@@ -95,6 +101,9 @@ done
 for v in ROUNDS DURATION CONNECTIONS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v,,} must be a positive integer, got '${!v}'"
 done
+if [[ -n $CPU_QUOTA ]] && ! { [[ $CPU_QUOTA =~ ^[1-9][0-9]*$ ]] && ((CPU_QUOTA <= 100)); }; then
+    die "--cpu-quota must be a percentage from 1 to 100, got '$CPU_QUOTA'"
+fi
 
 has_system() { [[ ,$SYSTEMS, == *,"$1",* ]]; }
 has_case()   { [[ ,$CASES, == *,"$1",* ]]; }
@@ -235,6 +244,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do
         stop_pid "$pid" 5 2>/dev/null || true
     done
+    if [[ -n $QUOTA_CG && -d $QUOTA_CG ]]; then rmdir "$QUOTA_CG" 2>/dev/null || true; fi
     if [[ -n $TMP && -d $TMP ]]; then
         if ((KEEP_TMP)); then log "kept temp dir $TMP"; else rm -rf "$TMP"; fi
     fi
@@ -250,6 +260,24 @@ start_server() {  # start_server LOGFILE CMD...; sets SERVER_PID
     "$@" </dev/null >"$logf" 2>&1 &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
+}
+
+setup_quota() {  # a cgroup limiting its members to CPU_QUOTA% of one CPU (10 ms periods)
+    local period=10000 quota=$((CPU_QUOTA * 100))
+    if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then   # cgroup v2
+        QUOTA_CG=/sys/fs/cgroup/turnpike-bench-$$
+        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null \
+            || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+        mkdir "$QUOTA_CG" 2>/dev/null && echo "$quota $period" >"$QUOTA_CG/cpu.max" 2>/dev/null \
+            || die "--cpu-quota: cannot create a cgroup with a CPU limit under /sys/fs/cgroup (needs root and the cpu controller)"
+    elif [[ -d /sys/fs/cgroup/cpu ]]; then                  # cgroup v1
+        QUOTA_CG=/sys/fs/cgroup/cpu/turnpike-bench-$$
+        mkdir "$QUOTA_CG" 2>/dev/null && echo "$period" >"$QUOTA_CG/cpu.cfs_period_us" \
+            && echo "$quota" >"$QUOTA_CG/cpu.cfs_quota_us" \
+            || die "--cpu-quota: cannot create a cgroup under /sys/fs/cgroup/cpu (needs root)"
+    else
+        die "--cpu-quota: no cgroup CPU controller mounted under /sys/fs/cgroup"
+    fi
 }
 
 fail_server() {  # fail_server MESSAGE LOGFILE [DIR]
@@ -294,6 +322,7 @@ backend_accepts() {  # nginx stub_status: 3rd line is "accepts handled requests"
 
 # ---- start -------------------------------------------------------------------
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/turnpike-bench.XXXXXX")
+if [[ -n $CPU_QUOTA ]]; then setup_quota; fi
 chmod 755 "$TMP"   # nginx workers may run as an unprivileged user
 
 declare -A PORT=(
@@ -378,6 +407,7 @@ HEADER=$TMP/header.md
         has_system turnpike && echo ", turnpike \`${TURNPIKE#"$REPO_DIR"/}\` (repo HEAD: $GIT_REV)")"
     echo "- Load: \`wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency\` pinned to CPU $LOAD_CPU (shared with the nginx backend); system under test pinned to CPU $SUT_CPU"
     echo "- Rounds: $ROUNDS, systems interleaved within each round; tables show medians over rounds"
+    [[ -n $CPU_QUOTA ]] && echo "- Gateway-bound mode (\`--cpu-quota $CPU_QUOTA\`): each system under test may use $CPU_QUOTA% of CPU $SUT_CPU (cgroup CPU quota, 10 ms periods), so that it and not the load CPU limits req/s; latencies include the quota's throttling and are not comparable with unlimited runs"
     echo "- Command: \`bench/run.sh${ORIG_ARGS:+ $ORIG_ARGS}\`"
     echo
 } >"$HEADER"
@@ -444,7 +474,14 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     url="$scheme://127.0.0.1:$port$path"
     log "round $round/$ROUNDS: $case / $sys  ($url)"
     ensure_ports_free "$port"
-    start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
+    if [[ -n $QUOTA_CG ]]; then
+        # Join the quota's cgroup, then become the server (same pid, and its children inherit).
+        # shellcheck disable=SC2016
+        start_server "$logf" sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$QUOTA_CG" \
+            taskset -c "$SUT_CPU" "${cmd[@]}"
+    else
+        start_server "$logf" taskset -c "$SUT_CPU" "${cmd[@]}"
+    fi
     pid=$SERVER_PID
     local hdr=${HDR[$pair]:-} wargs=()
     [[ -n $hdr ]] && wargs=(-H "$hdr")
