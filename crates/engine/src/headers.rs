@@ -1,5 +1,5 @@
 //! Header hygiene for forwarding (RFC 9110 §7.6): hop-by-hop headers are removed in both
-//! directions, and the `X-Forwarded-*` headers are added to requests.
+//! directions, and the `X-Forwarded-*` headers are added to requests ([`Forwarded`]).
 
 use std::net::IpAddr;
 
@@ -74,26 +74,67 @@ pub fn client_ip_value(client: IpAddr) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("unknown"))
 }
 
-/// Adds `X-Forwarded-For` (appending the client to any list received), `X-Forwarded-Proto` and
-/// `X-Forwarded-Host` (the `Host` the client asked for). `client` comes from
-/// [`client_ip_value`].
-pub fn add_forwarded(h: &mut HeaderMap, client: &HeaderValue, proto: &'static str) {
-    let xff = match h.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes) {
-        Some(prev) if !prev.trim_ascii().is_empty() => {
-            let mut s = Vec::with_capacity(prev.len() + 2 + client.len());
-            s.extend_from_slice(prev);
-            s.extend_from_slice(b", ");
-            s.extend_from_slice(client.as_bytes());
-            HeaderValue::from_bytes(&s).ok()
+/// The `X-Forwarded-For` (the client appended to any list received), `X-Forwarded-Proto` and
+/// `X-Forwarded-Host` (the `Host` the client asked for) of a forwarded request. Built by
+/// [`Forwarded::of`] before the `Host` is rewritten; the HTTP/1.1 client writes the fields
+/// straight into the encoded request head (no header-map inserts), other transports get them
+/// with [`Forwarded::insert_into`].
+#[derive(Debug, Clone)]
+pub struct Forwarded {
+    /// `X-Forwarded-For`.
+    pub xff: HeaderValue,
+    /// `X-Forwarded-Proto`.
+    pub proto: HeaderValue,
+    /// `X-Forwarded-Host`; `None` (request without `Host`) leaves a received one as it is.
+    pub host: Option<HeaderValue>,
+}
+
+impl Forwarded {
+    /// The fields for a request with headers `h` from `client` (see [`client_ip_value`]) over
+    /// `proto` (`http` or `https`).
+    pub fn of(h: &HeaderMap, client: &HeaderValue, proto: &'static str) -> Self {
+        let xff = match h.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes) {
+            Some(prev) if !prev.trim_ascii().is_empty() => {
+                let mut s = Vec::with_capacity(prev.len() + 2 + client.len());
+                s.extend_from_slice(prev);
+                s.extend_from_slice(b", ");
+                s.extend_from_slice(client.as_bytes());
+                HeaderValue::from_bytes(&s).unwrap_or_else(|_| client.clone())
+            }
+            _ => client.clone(),
+        };
+        Forwarded {
+            xff,
+            proto: HeaderValue::from_static(proto),
+            host: h.get(header::HOST).cloned(),
         }
-        _ => Some(client.clone()),
-    };
-    if let Some(v) = xff {
-        h.insert(&X_FORWARDED_FOR, v);
     }
-    h.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(proto));
-    if let Some(host) = h.get(header::HOST).cloned() {
-        h.insert(&X_FORWARDED_HOST, host);
+
+    /// True for a received field these fields replace (left out when the request is encoded).
+    pub fn replaces(&self, name: &HeaderName) -> bool {
+        name == X_FORWARDED_FOR
+            || name == X_FORWARDED_PROTO
+            || (self.host.is_some() && name == X_FORWARDED_HOST)
+    }
+
+    /// The fields as (name, value) pairs, in the order they are written.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static HeaderName, &HeaderValue)> {
+        [
+            (&X_FORWARDED_FOR, Some(&self.xff)),
+            (&X_FORWARDED_PROTO, Some(&self.proto)),
+            (&X_FORWARDED_HOST, self.host.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(n, v)| v.map(|v| (n, v)))
+    }
+
+    /// Puts the fields into `h`, replacing received ones.
+    pub fn insert_into(self, h: &mut HeaderMap) {
+        h.insert(&X_FORWARDED_FOR, self.xff);
+        h.insert(&X_FORWARDED_PROTO, self.proto);
+        if let Some(host) = self.host {
+            h.insert(&X_FORWARDED_HOST, host);
+        }
     }
 }
 
@@ -125,13 +166,43 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("api.example.com"));
         h.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
-        add_forwarded(
-            &mut h,
+        h.insert("x-forwarded-proto", HeaderValue::from_static("gopher"));
+        let f = Forwarded::of(
+            &h,
             &client_ip_value("::ffff:10.1.2.3".parse().unwrap()),
             "http",
         );
+        assert!(f.replaces(&HeaderName::from_static("x-forwarded-proto")));
+        assert!(f.replaces(&HeaderName::from_static("x-forwarded-host")));
+        assert!(!f.replaces(&header::HOST));
+        let listed: Vec<(&str, &str)> = f
+            .fields()
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("x-forwarded-for", "203.0.113.9, 10.1.2.3"),
+                ("x-forwarded-proto", "http"),
+                ("x-forwarded-host", "api.example.com")
+            ]
+        );
+        f.insert_into(&mut h);
         assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.1.2.3");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.example.com");
+    }
+
+    #[test]
+    fn without_host_a_received_forwarded_host_stays() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-host", HeaderValue::from_static("edge.example"));
+        let f = Forwarded::of(&h, &client_ip_value("192.0.2.1".parse().unwrap()), "https");
+        assert!(!f.replaces(&HeaderName::from_static("x-forwarded-host")));
+        assert_eq!(f.fields().count(), 2);
+        f.insert_into(&mut h);
+        assert_eq!(h["x-forwarded-host"], "edge.example");
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(h["x-forwarded-proto"], "https");
     }
 }

@@ -19,7 +19,7 @@ use turnpike_core::{
 };
 
 use crate::access_log::{self, AccessRecord};
-use crate::headers::{add_forwarded, remove_hop_by_hop};
+use crate::headers::{remove_hop_by_hop, Forwarded};
 use crate::snapshot::{Api, ErrorFormat as ApiErrorFormat, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
 use crate::worker::ConnInfo;
@@ -552,8 +552,8 @@ async fn forward(
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         parts.headers.insert(header::UPGRADE, u);
     }
-    add_forwarded(
-        &mut parts.headers,
+    let forwarded = Forwarded::of(
+        &parts.headers,
         &ctx.conn.peer_ip,
         if ctx.conn.tls { "https" } else { "http" },
     );
@@ -572,8 +572,11 @@ async fn forward(
     let body = std::mem::take(&mut ex.request_body);
     let req = Request::from_parts(parts, body);
     let timeout = how.timeout;
-    let result =
-        crate::deadline::timeout(timeout, ctx.client.send(transport, req, how.upgrade)).await;
+    let result = crate::deadline::timeout(
+        timeout,
+        ctx.client.send(transport, req, forwarded, how.upgrade),
+    )
+    .await;
     let mut res = match result {
         Err(_) => {
             return Err((
@@ -599,8 +602,15 @@ async fn forward(
         None
     };
     let (mut parts, body) = res.into_parts();
-    let upgrade_to = parts.headers.get(header::UPGRADE).cloned();
-    remove_hop_by_hop(&mut parts.headers);
+    // The HTTP/1.1 client leaves hop-by-hop fields out of the heads it parses; hyper's clients
+    // (HTTP/2, upgrades) keep them.
+    let upgrade_to = if transport.http2 || how.upgrade {
+        let u = parts.headers.get(header::UPGRADE).cloned();
+        remove_hop_by_hop(&mut parts.headers);
+        u
+    } else {
+        None
+    };
     if let (true, Some(u)) = (upgraded.is_some(), upgrade_to) {
         parts
             .headers

@@ -23,6 +23,7 @@ use turnpike_core::body::BodyError;
 use turnpike_core::Body;
 
 use super::io::Io;
+use crate::headers::Forwarded;
 
 /// Most header fields read in a backend's response head.
 const MAX_RESPONSE_HEADERS: usize = 128;
@@ -142,10 +143,15 @@ pub enum PreparedBody {
 }
 
 impl Prepared {
-    /// Encodes `parts` (origin-form URI, hop-by-hop headers already removed) and frames `body`:
-    /// a body of known size gets a `Content-Length`, a stream of unknown size is chunked.
-    /// Returns the request and the part of its body that goes after `wire`.
-    pub fn new(parts: &http::request::Parts, body: Body) -> (Self, PreparedBody) {
+    /// Encodes `parts` (origin-form URI, hop-by-hop headers already removed) with the
+    /// `forwarded` fields (in place of received ones) and frames `body`: a body of known size
+    /// gets a `Content-Length`, a stream of unknown size is chunked. Returns the request and the
+    /// part of its body that goes after `wire`.
+    pub fn new(
+        parts: &http::request::Parts,
+        body: Body,
+        forwarded: &Forwarded,
+    ) -> (Self, PreparedBody) {
         let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
         let (small, rest) = match body {
             Body::Empty | Body::Full(None) => (None, PreparedBody::None),
@@ -178,13 +184,16 @@ impl Prepared {
         w.extend_from_slice(pq.as_bytes());
         w.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in &parts.headers {
-            if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
+            if name == header::CONTENT_LENGTH
+                || name == header::TRANSFER_ENCODING
+                || forwarded.replaces(name)
+            {
                 continue;
             }
-            w.extend_from_slice(name.as_str().as_bytes());
-            w.extend_from_slice(b": ");
-            w.extend_from_slice(value.as_bytes());
-            w.extend_from_slice(b"\r\n");
+            push_field(&mut w, name, value);
+        }
+        for (name, value) in forwarded.fields() {
+            push_field(&mut w, name, value);
         }
         let length = match (&small, &rest) {
             (Some(b), _) => Some(b.len() as u64),
@@ -237,6 +246,14 @@ impl Prepared {
                 | Method::TRACE
         )
     }
+}
+
+/// Appends `name: value\r\n`.
+fn push_field(w: &mut Vec<u8>, name: &HeaderName, value: &HeaderValue) {
+    w.extend_from_slice(name.as_str().as_bytes());
+    w.extend_from_slice(b": ");
+    w.extend_from_slice(value.as_bytes());
+    w.extend_from_slice(b"\r\n");
 }
 
 fn itoa_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
@@ -902,8 +919,15 @@ mod tests {
             req = req.header(*k, *v);
         }
         let (parts, ()) = req.body(()).unwrap().into_parts();
-        Prepared::new(&parts, body)
+        let client = HeaderValue::from_static("10.0.0.1");
+        Prepared::new(
+            &parts,
+            body,
+            &Forwarded::of(&parts.headers, &client, "http"),
+        )
     }
+
+    const FWD: &str = "x-forwarded-for: 10.0.0.1\r\nx-forwarded-proto: http\r\n";
 
     #[test]
     fn encodes_requests() {
@@ -914,8 +938,8 @@ mod tests {
             Body::Empty,
         );
         assert_eq!(
-            &p.wire[..],
-            b"GET /a?b=1 HTTP/1.1\r\nhost: x\r\nx-y: z\r\n\r\n"
+            std::str::from_utf8(&p.wire).unwrap(),
+            format!("GET /a?b=1 HTTP/1.1\r\nhost: x\r\nx-y: z\r\n{FWD}x-forwarded-host: x\r\n\r\n")
         );
         assert!(b.replay().is_some());
         let (p, _) = encode(
@@ -925,11 +949,14 @@ mod tests {
             Body::full("hi"),
         );
         assert_eq!(
-            &p.wire[..],
-            b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi"
+            std::str::from_utf8(&p.wire).unwrap(),
+            format!("POST / HTTP/1.1\r\n{FWD}content-length: 2\r\n\r\nhi")
         );
         let (p, _) = encode(Method::POST, "/", &[], Body::Empty);
-        assert_eq!(&p.wire[..], b"POST / HTTP/1.1\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(
+            std::str::from_utf8(&p.wire).unwrap(),
+            format!("POST / HTTP/1.1\r\n{FWD}content-length: 0\r\n\r\n")
+        );
         let big = vec![b'x'; COALESCE_BODY + 1];
         let (p, b) = encode(
             Method::PUT,
@@ -940,7 +967,7 @@ mod tests {
         assert_eq!(
             &p.wire[..],
             format!(
-                "PUT / HTTP/1.1\r\ncontent-length: {}\r\n\r\n",
+                "PUT / HTTP/1.1\r\n{FWD}content-length: {}\r\n\r\n",
                 COALESCE_BODY + 1
             )
             .as_bytes()
@@ -948,6 +975,23 @@ mod tests {
         assert!(matches!(b, PreparedBody::Bytes(_)));
         let (p, _) = encode(Method::HEAD, "/", &[], Body::Empty);
         assert!(p.head_request);
+        // Received X-Forwarded-* fields are replaced, except the list, which is extended.
+        let (p, _) = encode(
+            Method::GET,
+            "/",
+            &[
+                ("x-forwarded-proto", "gopher"),
+                ("host", "h"),
+                ("x-forwarded-for", "192.0.2.7"),
+                ("x-forwarded-host", "spoofed"),
+            ],
+            Body::Empty,
+        );
+        assert_eq!(
+            std::str::from_utf8(&p.wire).unwrap(),
+            "GET / HTTP/1.1\r\nhost: h\r\nx-forwarded-for: 192.0.2.7, 10.0.0.1\r\n\
+             x-forwarded-proto: http\r\nx-forwarded-host: h\r\n\r\n"
+        );
         assert_eq!(itoa_u64(0, &mut [0; 20]), b"0");
         assert_eq!(
             itoa_u64(u64::MAX, &mut [0; 20]),

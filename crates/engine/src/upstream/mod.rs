@@ -30,6 +30,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use turnpike_core::Body;
 
+use crate::headers::Forwarded;
 use crate::snapshot::Settings;
 use crate::target::Transport;
 use crate::worker::LocalExec;
@@ -158,22 +159,26 @@ impl UpstreamPool {
 
     /// Sends `req` (origin-form URI and `Host` for HTTP/1.1; absolute URI for HTTP/2) to the
     /// backend over a pooled connection, or a new one, and returns the response head with its
-    /// streaming body. With `upgrade`, the request asks to switch protocols: it goes through
-    /// hyper's client, whose response carries the upgraded connection.
+    /// streaming body. `forwarded` are the `X-Forwarded-*` fields to add (they replace received
+    /// ones). With `upgrade`, the request asks to switch protocols: it goes through hyper's
+    /// client, whose response carries the upgraded connection.
     pub async fn send(
         &self,
         transport: &Arc<Transport>,
-        req: Request<Body>,
+        mut req: Request<Body>,
+        forwarded: Forwarded,
         upgrade: bool,
     ) -> Result<Response<Body>, UpstreamError> {
-        if transport.http2 {
-            return Box::pin(self.send_h2(transport, req)).await;
-        }
-        if upgrade {
-            return Box::pin(self.send_upgrade(transport, req)).await;
+        if transport.http2 || upgrade {
+            forwarded.insert_into(req.headers_mut());
+            return if transport.http2 {
+                Box::pin(self.send_h2(transport, req)).await
+            } else {
+                Box::pin(self.send_upgrade(transport, req)).await
+            };
         }
         let (parts, body) = req.into_parts();
-        let (prepared, mut body) = Prepared::new(&parts, body);
+        let (prepared, mut body) = Prepared::new(&parts, body, &forwarded);
         let retry_allowed = Prepared::idempotent(&parts.method);
         loop {
             let (mut conn, pooled) = match self.checkout(transport) {
