@@ -6,9 +6,12 @@
 //! backend answers. Registering each one in tokio's timer wheel (a lock, an insert and a removal,
 //! and for hyper also a boxed, cache-aligned `Sleep`) cost about 1,500 instructions per proxied
 //! request. Instead each worker thread keeps a table of armed deadlines: arming takes a free slot,
-//! cancelling frees it, and one ticker task per worker looks at the table every [`TICK`] and wakes
-//! the deadlines that are due. A deadline never fires before its instant, and at most about one
-//! tick after it. The ticker sleeps while nothing is armed.
+//! cancelling frees it, and one ticker task per worker wakes the deadlines that are due. The
+//! table remembers the earliest instant armed since its last scan (an estimate that may be early,
+//! never late); the ticker sleeps until then, but at least a [`TICK`] between scans, so a
+//! deadline never fires before its instant and at most about one tick after it. Only an armed
+//! deadline earlier than the ticker's plan wakes the ticker; with one timeout length per kind,
+//! that is rare, and an idle worker's ticker sleeps until something is due.
 //!
 //! On a thread without a table (outside a worker, in tests) a deadline falls back to a tokio
 //! `Sleep`.
@@ -22,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-/// How often a worker's ticker looks for due deadlines: the most a deadline fires late (plus
-/// scheduling).
+/// The least time between two scans of a worker's deadlines: the most a deadline fires late
+/// (plus scheduling).
 pub const TICK: Duration = Duration::from_millis(10);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,8 +49,14 @@ struct Table {
     slots: Vec<Slot>,
     free: Vec<u32>,
     armed: usize,
-    /// The ticker's waker while it waits for something to be armed.
+    /// No armed deadline is earlier (it may be later: released deadlines are not taken back).
+    earliest: Option<Instant>,
+    /// When the ticker plans its next scan (`None`: asleep until something is armed).
+    planned: Option<Instant>,
+    /// The ticker's waker.
     ticker: Option<Waker>,
+    /// Scans of the slots so far.
+    scans: u64,
 }
 
 thread_local! {
@@ -65,7 +74,20 @@ struct Key {
 }
 
 impl Table {
-    /// Arms a slot; returns its key and, when the ticker was asleep, the ticker's waker.
+    /// Notes a newly armed instant; returns the ticker's waker when it must plan again (it was
+    /// asleep, or planned a later scan).
+    fn note(&mut self, at: Instant) -> Option<Waker> {
+        if self.earliest.is_none_or(|e| at < e) {
+            self.earliest = Some(at);
+        }
+        if self.planned.is_none_or(|p| at < p) {
+            self.ticker.take()
+        } else {
+            None
+        }
+    }
+
+    /// Arms a slot; returns its key and, when the ticker must plan again, the ticker's waker.
     fn arm(&mut self, at: Instant, waker: &Waker) -> (Key, Option<Waker>) {
         let index = match self.free.pop() {
             Some(i) => i as usize,
@@ -90,7 +112,7 @@ impl Table {
             index: index as u32,
             generation: slot.generation,
         };
-        (key, self.ticker.take())
+        (key, self.note(at))
     }
 
     /// The slot of `key`, if it is in this table and still held by that key.
@@ -119,20 +141,41 @@ impl Table {
         self.free.push(key.index);
     }
 
-    /// Marks every armed slot due at `now` as fired and collects its waker.
+    /// Marks every armed slot due at `now` as fired, collects its waker, and learns the
+    /// earliest instant still armed.
     fn fire_due(&mut self, now: Instant, due: &mut SmallVec<[Waker; 8]>) {
-        if self.armed == 0 {
-            return;
-        }
-        for slot in &mut self.slots {
-            if slot.state == State::Armed && slot.at <= now {
-                slot.state = State::Fired;
-                self.armed -= 1;
-                if let Some(w) = slot.waker.take() {
-                    due.push(w);
+        let mut earliest: Option<Instant> = None;
+        if self.armed > 0 && self.earliest.is_none_or(|e| e <= now) {
+            self.scans += 1;
+            for slot in &mut self.slots {
+                if slot.state != State::Armed {
+                    continue;
+                }
+                if slot.at <= now {
+                    slot.state = State::Fired;
+                    self.armed -= 1;
+                    if let Some(w) = slot.waker.take() {
+                        due.push(w);
+                    }
+                } else if earliest.is_none_or(|e| slot.at < e) {
+                    earliest = Some(slot.at);
                 }
             }
+            self.earliest = earliest;
+        } else if self.armed == 0 {
+            self.earliest = None;
         }
+    }
+
+    /// When the ticker should scan next, at least `TICK` after `last` (`None`: nothing armed).
+    fn plan(&mut self, last: Instant) -> Option<Instant> {
+        self.planned = if self.armed == 0 {
+            None
+        } else {
+            // `earliest` is known whenever something is armed; without it, scan soon.
+            Some(self.earliest.unwrap_or(last).max(last + TICK))
+        };
+        self.planned
     }
 }
 
@@ -153,7 +196,10 @@ pub fn install() -> tokio::task::JoinHandle<()> {
             slots: Vec::new(),
             free: Vec::new(),
             armed: 0,
+            earliest: None,
+            planned: None,
             ticker: None,
+            scans: 0,
         });
     });
     tokio::task::spawn_local(ticker())
@@ -161,26 +207,38 @@ pub fn install() -> tokio::task::JoinHandle<()> {
 
 async fn ticker() {
     let mut due: SmallVec<[Waker; 8]> = SmallVec::new();
+    let mut last = Instant::now();
+    let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(
+        last + TICK,
+    )));
     loop {
-        let idle = std::future::poll_fn(|cx| {
-            match with_table(|t| {
-                if t.armed == 0 {
-                    t.ticker = Some(cx.waker().clone());
-                    Poll::Pending
-                } else {
-                    Poll::Ready(true)
-                }
-            }) {
-                Some(p) => p,
+        let go = std::future::poll_fn(|cx| {
+            let plan = with_table(|t| {
+                t.ticker = Some(cx.waker().clone());
+                t.plan(last)
+            });
+            match plan {
+                // The table is gone: nothing to do any more.
                 None => Poll::Ready(false),
+                // Nothing armed: arming wakes this task.
+                Some(None) => Poll::Pending,
+                Some(Some(at)) => {
+                    let at = tokio::time::Instant::from_std(at);
+                    if sleep.deadline() != at {
+                        sleep.as_mut().reset(at);
+                    }
+                    sleep.as_mut().poll(cx).map(|()| true)
+                }
             }
         });
-        if !idle.await {
+        if !go.await {
             return;
         }
-        tokio::time::sleep(TICK).await;
-        let now = Instant::now();
-        with_table(|t| t.fire_due(now, &mut due));
+        last = Instant::now();
+        with_table(|t| {
+            t.planned = None;
+            t.fire_due(last, &mut due);
+        });
         for w in due.drain(..) {
             w.wake();
         }
@@ -218,12 +276,11 @@ impl Deadline {
             let rearmed = with_table(|t| {
                 let slot = t.slot(key)?;
                 slot.at = at;
-                if slot.state != State::Fired {
-                    return Some(None);
+                if slot.state == State::Fired {
+                    slot.state = State::Armed;
+                    t.armed += 1;
                 }
-                slot.state = State::Armed;
-                t.armed += 1;
-                Some(t.ticker.take())
+                Some(t.note(at))
             })
             .flatten();
             match rearmed {
@@ -420,6 +477,31 @@ mod tests {
             assert_eq!(armed, 0);
             // Each deadline reused the slot the previous one freed.
             assert_eq!(slots, 1);
+            ticker.abort();
+        });
+    }
+
+    #[test]
+    fn the_ticker_sleeps_until_the_earliest_deadline() {
+        local(async {
+            let ticker = install();
+            let mut far = Deadline::after(Duration::from_secs(30));
+            let polled = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut far).poll(cx)));
+            assert!(polled.await.is_pending());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(
+                with_table(|t| t.scans),
+                Some(0),
+                "no scan before anything is due"
+            );
+            // An earlier deadline makes the ticker plan again.
+            let start = Instant::now();
+            Deadline::after(Duration::from_millis(20)).await;
+            assert!(start.elapsed() >= Duration::from_millis(20));
+            let (scans, armed) = with_table(|t| (t.scans, t.armed)).unwrap();
+            assert!(scans >= 1);
+            assert_eq!(armed, 1, "the far deadline is still armed");
+            drop(far);
             ticker.abort();
         });
     }
