@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod headers;
 pub mod listener;
 pub mod proxy;
+pub mod shutdown;
 pub mod snapshot;
 pub mod target;
 pub mod upstream;

@@ -14,10 +14,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::proxy::{self, RequestContext};
+use crate::shutdown::{until_done, Shutdown};
 use crate::snapshot::{Settings, Snapshot};
 use crate::upstream::{self, UpstreamPool};
 
@@ -38,7 +39,7 @@ struct Worker {
     snapshot: Arc<ArcSwap<Snapshot>>,
     client: RefCell<Rc<UpstreamPool>>,
     settings: RefCell<Settings>,
-    shutdown: watch::Receiver<bool>,
+    shutdown: Rc<Shutdown>,
     active: Cell<usize>,
     idle: Notify,
 }
@@ -64,12 +65,11 @@ async fn main_loop(
     settings: Settings,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let worker = Rc::new(Worker {
         snapshot,
         client: RefCell::new(Rc::new(UpstreamPool::new(&settings))),
         settings: RefCell::new(settings),
-        shutdown: shutdown_rx,
+        shutdown: Rc::new(Shutdown::default()),
         active: Cell::new(0),
         idle: Notify::new(),
     });
@@ -120,7 +120,7 @@ async fn main_loop(
                 for (_, task) in accepting.drain() {
                     task.abort();
                 }
-                let _ = shutdown_tx.send(true);
+                worker.shutdown.trigger();
                 let drained = async {
                     while worker.active.get() > 0 {
                         worker.idle.notified().await;
@@ -257,33 +257,13 @@ async fn serve_connection(
     }
 }
 
-/// Drives a connection to its end; when the worker starts shutting down (or already is), asks
-/// it to finish its in-flight requests and close.
-async fn until_done<C, R>(
-    mut conn: std::pin::Pin<&mut C>,
-    shutdown: &mut watch::Receiver<bool>,
-    graceful: impl Fn(std::pin::Pin<&mut C>),
-) -> R
-where
-    C: std::future::Future<Output = R>,
-{
-    if !*shutdown.borrow() {
-        tokio::select! {
-            r = conn.as_mut() => return r,
-            _ = shutdown.changed() => {}
-        }
-    }
-    graceful(conn.as_mut());
-    conn.await
-}
-
 /// Serves HTTP/1.1 (with upgrades) or HTTP/2 on an accepted connection until it ends or the
 /// worker shuts down (then in-flight requests finish first).
 async fn serve_io<I>(worker: &Rc<Worker>, key: SocketAddr, io: I, info: ConnInfo, h2: bool)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut shutdown = worker.shutdown.clone();
+    let shutdown = worker.shutdown.clone();
     let (max_buf, max_headers, header_timeout, h2s) = {
         let s = worker.settings.borrow();
         (
@@ -321,7 +301,7 @@ where
             .max_send_buf_size(h2s.initial_stream_window_size as usize);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
-        until_done(conn, &mut shutdown, |c| c.graceful_shutdown()).await
+        until_done(conn, &shutdown, |c| c.graceful_shutdown()).await
     } else {
         let mut builder = http1::Builder::new();
         builder
@@ -334,7 +314,7 @@ where
             .keep_alive(true);
         let conn = builder.serve_connection(io, service).with_upgrades();
         tokio::pin!(conn);
-        until_done(conn, &mut shutdown, |c| c.graceful_shutdown()).await
+        until_done(conn, &shutdown, |c| c.graceful_shutdown()).await
     };
     if let Err(e) = result {
         tracing::debug!(%peer, "connection ended with an error: {e}");
