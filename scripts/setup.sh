@@ -21,6 +21,7 @@ need=()
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libxml-2.0 2>/dev/null || need+=(libxml2-dev)
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
+# A C compiler also builds aws-lc, the TLS crypto provider (aws-lc-sys; no cmake needed).
 command -v cc >/dev/null || need+=(build-essential)
 if [ "$mode" = "--test" ]; then
   # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, kill, CA roots,
