@@ -436,14 +436,7 @@ impl hyper::rt::Timer for CoarseTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn local<F: Future>(f: F) -> F::Output {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, f)
-    }
+    use crate::test_support::local;
 
     #[test]
     fn fires_not_before_its_instant_and_within_a_few_ticks() {

@@ -20,3 +20,15 @@ pub mod worker;
 
 pub use gateway::{ApplyError, Gateway};
 pub use snapshot::{compile, load_and_compile, Settings, Snapshot};
+
+#[cfg(test)]
+mod test_support {
+    /// Runs `f` on a current-thread runtime inside a `LocalSet`, as a worker runs its tasks.
+    pub(crate) fn local<F: std::future::Future>(f: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+}

@@ -118,16 +118,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::local;
     use std::rc::Rc;
     use std::time::Duration;
-
-    fn local<F: Future>(f: F) -> F::Output {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, f)
-    }
 
     /// A connection that ends only after being asked to shut down.
     struct Conn {
