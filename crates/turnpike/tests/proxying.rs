@@ -220,6 +220,65 @@ async fn unreachable_backend_is_502_and_slow_backend_is_504() {
     assert_eq!(get(gw.addr(), "/slow/1").await.status, 200);
 }
 
+/// Reads until the gateway closes the connection (or answers and closes); returns when that
+/// happened, measured from `start`, and what was read.
+async fn until_closed(
+    mut s: tokio::net::TcpStream,
+    start: std::time::Instant,
+) -> (std::time::Duration, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (start.elapsed(), got),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the gateway kept the connection open for 10 s"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_read_timeout_closes_slow_and_idle_connections() {
+    use tokio::io::AsyncWriteExt;
+    let yaml = "gateway: { accessLog: false, timeouts: { headerRead: 400ms } }\n---\n\
+                api: { port: 0, ip: 127.0.0.1, flow: [ { return: { status: 200, body: ok } } ] }\n";
+    let gw = TestGateway::start(yaml);
+    // A client that sends half a request head and stops.
+    let start = std::time::Instant::now();
+    let mut slow = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let (after, got) = until_closed(slow, start).await;
+    assert!(
+        after >= std::time::Duration::from_millis(400),
+        "closed after {after:?}, before the timeout"
+    );
+    assert!(
+        !got.starts_with(b"HTTP/1.1 200"),
+        "a partial head was answered"
+    );
+    // A keep-alive connection that goes quiet after one request.
+    let mut idle = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = std::time::Instant::now();
+    let (after, got) = until_closed(idle, answered).await;
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(
+        after >= std::time::Duration::from_millis(350),
+        "closed after {after:?}"
+    );
+    // Connections that keep talking are not affected.
+    assert_eq!(get(gw.addr(), "/").await.status, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_limit_is_413_for_announced_and_streamed_bodies() {
     let backend = Backend::start().await;
