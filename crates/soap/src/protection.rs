@@ -11,6 +11,7 @@ use quick_xml::Reader;
 use turnpike_config::XmlProtectionPolicy;
 use turnpike_core::{Body, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
+use crate::quick::scan::{is_space, name_bytes};
 use crate::CompileError;
 
 /// The limits `xmlProtection` enforces.
@@ -75,28 +76,9 @@ pub fn check<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, Viol
     check_events(input, limits)
 }
 
-/// XML whitespace (the bytes quick-xml skips between attributes).
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
-}
-
-/// Bytes of the names the quick pass takes: 1 may start a name, 2 may continue one.
-const NAME: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = if c.is_ascii_alphabetic() || c == b'_' {
-            1
-        } else if c.is_ascii_digit() || c == b'-' || c == b'.' || c == b':' {
-            2
-        } else {
-            0
-        };
-        b += 1;
-    }
-    t
-};
+/// Bytes of the names the quick pass takes (prefixed names whole): 1 may start a name, 2 may
+/// continue one.
+const NAME: [u8; 256] = name_bytes(true);
 
 /// The end of the ASCII name starting at `i` (`i` itself when there is none).
 fn name_end(input: &[u8], i: usize) -> usize {

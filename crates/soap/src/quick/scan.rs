@@ -43,15 +43,17 @@ const URI_BYTES: [bool; 256] = {
     t
 };
 
-/// Bytes that may start (1) or continue (2) an ASCII NCName.
-const NAME: [u8; 256] = {
+/// A table of the ASCII name bytes, built at compile time: 1 may start a name, 2 may only
+/// continue one, 0 is neither. With `colon`, `:` continues a name (a prefixed name, read
+/// whole); without, names are NCNames.
+pub(crate) const fn name_bytes(colon: bool) -> [u8; 256] {
     let mut t = [0u8; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
         t[b] = if c.is_ascii_alphabetic() || c == b'_' {
             1
-        } else if c.is_ascii_digit() || c == b'-' || c == b'.' {
+        } else if c.is_ascii_digit() || c == b'-' || c == b'.' || (colon && c == b':') {
             2
         } else {
             0
@@ -59,9 +61,13 @@ const NAME: [u8; 256] = {
         b += 1;
     }
     t
-};
+}
 
-fn is_space(b: u8) -> bool {
+/// Bytes that may start (1) or continue (2) an ASCII NCName.
+const NAME: [u8; 256] = name_bytes(false);
+
+/// XML whitespace.
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
