@@ -453,18 +453,7 @@ impl WsdlValidator {
             return Err(("the Envelope has no Body".to_owned(), Some(version)));
         }
         match watch.first {
-            First::Missing => {
-                let ok = if response {
-                    self.empty_ok.1
-                } else {
-                    self.empty_ok.0
-                };
-                return if ok {
-                    Ok(())
-                } else {
-                    Err(("the Body is empty".into(), Some(version)))
-                };
-            }
+            First::Missing => return self.empty_body(response, Some(version)),
             First::Fault if response => return Ok(()),
             First::Fault => {
                 let q = (version.envelope_ns().to_owned(), "Fault".to_owned());
@@ -483,6 +472,25 @@ impl WsdlValidator {
         }
     }
 
+    /// The verdict on a message whose Body is empty: fine when an operation of the WSDL has an
+    /// empty message in that direction.
+    fn empty_body(
+        &self,
+        response: bool,
+        version: Option<SoapVersion>,
+    ) -> Result<(), (String, Option<SoapVersion>)> {
+        let ok = if response {
+            self.empty_ok.1
+        } else {
+            self.empty_ok.0
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(("the Body is empty".into(), version))
+        }
+    }
+
     /// [`WsdlValidator::check`] on a libxml2 tree, for WSDLs whose schemas declare the SOAP
     /// envelope namespaces themselves: each body element is validated on its own.
     fn check_tree(
@@ -493,16 +501,7 @@ impl WsdlValidator {
         let env = parse_envelope(bytes)?;
         let version = Some(env.version);
         let Some(first) = env.body.first() else {
-            let ok = if response {
-                self.empty_ok.1
-            } else {
-                self.empty_ok.0
-            };
-            return if ok {
-                Ok(())
-            } else {
-                Err(("the Body is empty".into(), version))
-            };
+            return self.empty_body(response, version);
         };
         let q = qname(first);
         let env_ns = env.version.envelope_ns();
