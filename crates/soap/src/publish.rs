@@ -222,14 +222,7 @@ mod tests {
 
     #[test]
     fn addresses_point_to_the_gateway() {
-        let w = Wsdl::load(&Location::File(
-            format!(
-                "{}/../../../shared/data/wsdl/cities.wsdl",
-                env!("CARGO_MANIFEST_DIR")
-            )
-            .into(),
-        ))
-        .unwrap();
+        let w = Wsdl::load(&crate::wsdl::tests::shared("cities.wsdl")).unwrap();
         let p = WsdlPublisher::new(&w, false);
         let out = p.render("gw.example:8080");
         assert!(out.contains("location=\"http://gw.example:8080/city-service\""));

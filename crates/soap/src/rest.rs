@@ -1326,14 +1326,7 @@ mod tests {
     use crate::fetch::Location;
 
     fn compile(name: &str, prefix: &str) -> Wsdl2OpenApi {
-        let w = Wsdl::load(&Location::File(
-            format!(
-                "{}/../../../shared/data/wsdl/{name}",
-                env!("CARGO_MANIFEST_DIR")
-            )
-            .into(),
-        ))
-        .unwrap();
+        let w = Wsdl::load(&crate::wsdl::tests::shared(name)).unwrap();
         Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), prefix).unwrap()
     }
 

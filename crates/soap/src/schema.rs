@@ -544,7 +544,6 @@ fn rpc_declarations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fetch::Location;
     use crate::wsdl::Wsdl;
 
     fn cached() -> usize {
@@ -553,13 +552,7 @@ mod tests {
 
     #[test]
     fn each_thread_compiles_once_and_forgets_dropped_sets() {
-        let loc = Location::File(
-            format!(
-                "{}/../../../shared/data/wsdl/cities.wsdl",
-                env!("CARGO_MANIFEST_DIR")
-            )
-            .into(),
-        );
+        let loc = crate::wsdl::tests::shared("cities.wsdl");
         std::thread::spawn(move || {
             let doc = libxml::parser::Parser::default()
                 .parse_string(

@@ -584,17 +584,7 @@ impl Policy for WsdlValidator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fetch::Location;
-
-    fn shared(name: &str) -> Location {
-        Location::File(
-            format!(
-                "{}/../../../shared/data/wsdl/{name}",
-                env!("CARGO_MANIFEST_DIR")
-            )
-            .into(),
-        )
-    }
+    use crate::wsdl::tests::shared;
 
     fn validator(name: &str) -> WsdlValidator {
         WsdlValidator::new(Arc::new(Wsdl::load(&shared(name)).unwrap()), None).unwrap()

@@ -479,9 +479,10 @@ fn message_spec(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// A WSDL of the shared test data (`../shared/data/wsdl`), for every test of this crate.
     pub(crate) fn shared(name: &str) -> Location {
         Location::File(
             format!(

@@ -484,19 +484,11 @@ impl<'a> Builder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fetch::Location;
     use crate::wsdl::Wsdl;
 
     #[test]
     fn partner_types() {
-        let w = Wsdl::load(&Location::File(
-            format!(
-                "{}/../../../shared/data/wsdl/partner.wsdl",
-                env!("CARGO_MANIFEST_DIR")
-            )
-            .into(),
-        ))
-        .unwrap();
+        let w = Wsdl::load(&crate::wsdl::tests::shared("partner.wsdl")).unwrap();
         let mut b = Builder::new(&w.schemas);
         let ns = "http://example.com/partner".to_owned();
         let p = b

@@ -10,21 +10,12 @@ use proptest::prelude::*;
 use super::{Fast, FastPath};
 use crate::fetch::Location;
 use crate::schema::Checked;
+use crate::wsdl::tests::shared;
 use crate::wsdl::Wsdl;
 
 const S11: &str = "http://schemas.xmlsoap.org/soap/envelope/";
 const S12: &str = "http://www.w3.org/2003/05/soap-envelope";
 const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
-
-fn shared(name: &str) -> Location {
-    Location::File(
-        format!(
-            "{}/../../../shared/data/wsdl/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        )
-        .into(),
-    )
-}
 
 fn bench(name: &str) -> String {
     format!("{}/../../bench/configs/{name}", env!("CARGO_MANIFEST_DIR"))
