@@ -602,9 +602,8 @@ async fn forward(
         None
     };
     let (mut parts, body) = res.into_parts();
-    // The HTTP/1.1 client leaves hop-by-hop fields out of the heads it parses; hyper's clients
-    // (HTTP/2, upgrades) keep them.
-    let upgrade_to = if transport.http2 || how.upgrade {
+    // The pool hands back responses without hop-by-hop fields, except an upgrade's.
+    let upgrade_to = if how.upgrade {
         let u = parts.headers.get(header::UPGRADE).cloned();
         remove_hop_by_hop(&mut parts.headers);
         u

@@ -30,7 +30,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use turnpike_core::Body;
 
-use crate::headers::Forwarded;
+use crate::headers::{remove_hop_by_hop, Forwarded};
 use crate::snapshot::Settings;
 use crate::target::Transport;
 use crate::worker::LocalExec;
@@ -159,9 +159,10 @@ impl UpstreamPool {
 
     /// Sends `req` (origin-form URI and `Host` for HTTP/1.1; absolute URI for HTTP/2) to the
     /// backend over a pooled connection, or a new one, and returns the response head with its
-    /// streaming body. `forwarded` are the `X-Forwarded-*` fields to add (they replace received
-    /// ones). With `upgrade`, the request asks to switch protocols: it goes through hyper's
-    /// client, whose response carries the upgraded connection.
+    /// streaming body, without hop-by-hop fields. `forwarded` are the `X-Forwarded-*` fields to
+    /// add (they replace received ones). With `upgrade`, the request asks to switch protocols:
+    /// it goes through hyper's client, whose response carries the upgraded connection and keeps
+    /// its fields as the backend sent them (the caller passes `Upgrade` on).
     pub async fn send(
         &self,
         transport: &Arc<Transport>,
@@ -172,7 +173,9 @@ impl UpstreamPool {
         if transport.http2 || upgrade {
             forwarded.insert_into(req.headers_mut());
             return if transport.http2 {
-                Box::pin(self.send_h2(transport, req)).await
+                let mut res = Box::pin(self.send_h2(transport, req)).await?;
+                remove_hop_by_hop(res.headers_mut());
+                Ok(res)
             } else {
                 Box::pin(self.send_upgrade(transport, req)).await
             };
