@@ -229,8 +229,7 @@ async fn serve_connection(
     };
     match tls {
         Some(cfg) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-            match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+            match tokio::time::timeout(header_timeout, turnpike_tls::accept(cfg, stream)).await {
                 Ok(Ok(tls_stream)) => {
                     let (_, session) = tls_stream.get_ref();
                     let h2 = session.alpn_protocol() == Some(b"h2");

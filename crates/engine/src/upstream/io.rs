@@ -4,16 +4,17 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use rustls::client::UnbufferedClientConnection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
+use turnpike_tls::TlsStream;
 
 /// The stream of one backend connection.
 pub enum Io {
     /// Cleartext TCP.
     Tcp(TcpStream),
     /// TLS over TCP (boxed: the TLS state is large and connections move between pool and body).
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<TcpStream, UnbufferedClientConnection>>),
 }
 
 impl Io {

@@ -380,10 +380,9 @@ impl UpstreamPool {
             None if transport.http2 => self.handshake_h2(TokioIo::new(stream)).await?,
             None => Idle::H1(Conn::new(Io::Tcp(stream))),
             Some((cfg, name)) => {
-                let connector = tokio_rustls::TlsConnector::from(cfg.clone());
                 let tls = match tokio::time::timeout(
                     self.connect_timeout,
-                    connector.connect(name.clone(), stream),
+                    turnpike_tls::connect(cfg.clone(), name.clone(), stream),
                 )
                 .await
                 {
