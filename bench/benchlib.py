@@ -247,6 +247,7 @@ LABELS = {
     "turnpike-plain": "turnpike, plain proxy",
     "turnpike-s3": "turnpike, basicAuthentication + rateLimiter",
     "turnpike-plainhttp": "turnpike, plain HTTP both hops",
+    "turnpike-tlsclients": "turnpike, TLS to clients, plain HTTP to the backend",
     "turnpike-tls": "turnpike, TLS both hops",
     "turnpike-s4": "turnpike, TLS both hops + basicAuthentication + rateLimiter",
     "nginx-tls": "nginx, TLS both hops",

@@ -148,7 +148,7 @@ if has_case matrix; then
     fi
 fi
 if has_case tls; then
-    has_system turnpike && PLAN+=(tls/turnpike-plainhttp tls/turnpike-tls tls/turnpike-s4)
+    has_system turnpike && PLAN+=(tls/turnpike-plainhttp tls/turnpike-tlsclients tls/turnpike-tls tls/turnpike-s4)
     has_system nginx && PLAN+=(tls/nginx-tls)
 fi
 if has_case h2; then
@@ -331,7 +331,7 @@ declare -A PORT=(
     [routes/turnpike-1api]=$P_TP_ROUTES [routes/turnpike-10k]=$P_TP_ROUTES
     [auth/turnpike-plain]=2040 [auth/turnpike-s3]=2041
     [matrix/turnpike-plain-1]=2042 [matrix/turnpike-key-1]=2043 [matrix/turnpike-limit-1]=2044 [matrix/turnpike-both-1]=2045
-    [tls/turnpike-plainhttp]=$P_TP_PROXY [tls/turnpike-tls]=2003 [tls/turnpike-s4]=2004 [tls/nginx-tls]=2022
+    [tls/turnpike-plainhttp]=$P_TP_PROXY [tls/turnpike-tlsclients]=2008 [tls/turnpike-tls]=2003 [tls/turnpike-s4]=2004 [tls/nginx-tls]=2022
     [h2/turnpike-h2]=2003 [h2/nginx-h2]=2022
     [matrix/turnpike-plain-100]=2046 [matrix/turnpike-key-100]=2047 [matrix/turnpike-limit-100]=2048 [matrix/turnpike-both-100]=2049
     [openapi/turnpike-proxy]=$P_TP_PROXY [openapi/turnpike-openapi]=$P_TP_OPENAPI
@@ -382,7 +382,7 @@ if has_case tls || has_case h2; then
         -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
     # The JSON body of the plain backend (the one `location /` returns), served over TLS too.
     BODY=$(sed -n "s/^ *return 200 '\({.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
-    for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-s4.yaml; do
+    for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-tls-clients.yaml turnpike-s4.yaml; do
         sed -e "s|@PKI@|$PKI|g" "$CONFIGS/$f.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' >"$TMP/$f"
     done
 fi
@@ -452,6 +452,7 @@ run_one() {  # run_one ROUND CASE/SYSTEM
         matrix/*) path=/api000/; cmd=("$TURNPIKE" run -c "$TMP/policy/matrix-${sys#turnpike-}.yaml") ;;
         tls/turnpike-plainhttp) cmd=("$TURNPIKE" run -c "$CONFIGS/turnpike-proxy.yaml") ;;
         tls/turnpike-tls|h2/turnpike-h2) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-tls.yaml") ;;
+        tls/turnpike-tlsclients) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-tls-clients.yaml") ;;
         tls/turnpike-s4) scheme=https; cmd=("$TURNPIKE" run -c "$TMP/turnpike-s4.yaml") ;;
         tls/nginx-tls|h2/nginx-h2) scheme=https; cmd=(nginx -p "$dir/" -c "$TMP/nginx-tls-proxy.conf" -e "$dir/error.log") ;;
         openapi/turnpike-proxy|jsonprot/turnpike-proxy)
