@@ -38,6 +38,9 @@ const INITIAL_INCOMING: usize = 4096;
 /// handshake message (2^16 bytes, a long certificate chain) plus the largest record TLS 1.2
 /// allows (5-byte header, 2^14 bytes of plaintext, 2048 bytes of expansion).
 const MAX_INCOMING: usize = (1 << 16) + 5 + 16384 + 2048;
+/// Largest outgoing or gather buffer kept once its data has left: room for a full record.
+/// Larger ones (bulk writes) are freed and grown again by the next bulk write.
+const KEEP_BUFFER: usize = 5 + 16384 + 256;
 /// Most plaintext taken by one write call. Larger writes return a short count, which bounds
 /// the outgoing buffer.
 const MAX_WRITE: usize = 64 * 1024;
@@ -327,6 +330,10 @@ where
         }
         self.sent = 0;
         self.outgoing_len = 0;
+        // A large write's buffer is not kept for the life of a mostly idle connection.
+        if self.outgoing.len() > KEEP_BUFFER {
+            self.outgoing = Vec::new();
+        }
         Poll::Ready(Ok(()))
     }
 
@@ -605,7 +612,9 @@ where
             }
         }
         let result = this.poll_write_plain(cx, &gather);
-        this.gather = gather;
+        if gather.capacity() <= KEEP_BUFFER {
+            this.gather = gather;
+        }
         result
     }
 
@@ -848,6 +857,41 @@ mod tests {
         let (server, client) = (server.unwrap(), client.unwrap());
         let (got, ()) = tokio::join!(send_and_read_echo(client, data.clone(), 8), echo(server, 9));
         assert!(got == data);
+    }
+
+    #[tokio::test]
+    async fn a_bulk_write_does_not_keep_its_buffer() {
+        let id = identity();
+        let (server, client) = handshake(
+            server_config(&id, TLS13, &[]),
+            client_config(&id, TLS13, &[]),
+            1 << 20,
+        )
+        .await;
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let data = payload(200_000, 21);
+        let reader = async {
+            let mut got = vec![0u8; data.len()];
+            server.read_exact(&mut got).await.unwrap();
+            got
+        };
+        let writer = async {
+            client.write_all(&data).await.unwrap();
+            client.flush().await.unwrap();
+        };
+        let (got, ()) = tokio::join!(reader, writer);
+        assert!(got == data);
+        assert!(
+            client.outgoing.len() <= KEEP_BUFFER,
+            "{}",
+            client.outgoing.len()
+        );
+        client.write_all(b"small").await.unwrap();
+        client.flush().await.unwrap();
+        assert!(client.outgoing.len() <= KEEP_BUFFER);
+        let mut small = [0u8; 5];
+        server.read_exact(&mut small).await.unwrap();
+        assert_eq!(&small, b"small");
     }
 
     #[tokio::test]
