@@ -1,5 +1,6 @@
 //! TLS on both hops and HTTP/2, with real clients (curl) and TLS backends: PKCS#12 and PEM
-//! keys, SNI, protocol floor, mutual TLS, certificate reload, upstream verification, h2 and h2c.
+//! keys, SNI, protocol floor, mutual TLS, certificate reload, upstream verification, h2 and h2c,
+//! large bodies and connection reuse with TLS on both hops.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,6 +10,39 @@ use common::*;
 
 fn p(path: &std::path::Path) -> String {
     path.display().to_string()
+}
+
+/// An HTTP/1.1 client over TLS (tokio-rustls, trusting `ca`): one connection for every request
+/// it sends.
+async fn tls_client(
+    addr: std::net::SocketAddr,
+    ca: &std::path::Path,
+) -> hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,4 +388,68 @@ fn tls_settings_are_checked_at_load() {
         };
         assert!(err.contains(key_path), "{extra}: {err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_both_hops_carries_large_bodies_over_one_backend_connection() {
+    use http_body_util::BodyExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let backend = start_tls_backend(&pki.server.cert, &pki.server.key, false).await;
+    let yaml = format!(
+        r#"
+gateway: {{ accessLog: false, threads: 1 }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  ssl: {{ certificate: {cert}, key: {key} }}
+  target: {{ url: "https://localhost:{b}", ssl: {{ truststore: {{ location: {ca} }} }} }}
+"#,
+        cert = p(&pki.server.cert),
+        key = p(&pki.server.key),
+        b = backend.port(),
+        ca = p(&pki.ca),
+    );
+    let gw = TestGateway::start(&yaml);
+    let mut client = tls_client(gw.addr(), &pki.ca).await;
+    let mut call = async |method: &str, path: &str, body: bytes::Bytes| {
+        client.ready().await.unwrap();
+        let r = client
+            .send_request(
+                req(method, path)
+                    .body(http_body_util::Full::new(body))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.into_body().collect().await.unwrap().to_bytes())
+    };
+
+    // 10 MB up (echoed back), 10 MB down with a length, 3 MB down chunked.
+    let up = pattern(10_000_000);
+    let (status, echoed) = call("POST", "/upload", up.clone()).await;
+    assert_eq!(status, 200);
+    assert!(
+        echoed == up,
+        "10 MB echo differs ({} bytes back)",
+        echoed.len()
+    );
+    let (status, down) = call("GET", "/big/10000000", bytes::Bytes::new()).await;
+    assert_eq!(status, 200);
+    assert!(down == pattern(10_000_000), "10 MB download differs");
+    let (status, chunked) = call("GET", "/chunked/3000000", bytes::Bytes::new()).await;
+    assert_eq!(status, 200);
+    assert!(chunked == pattern(3_000_000), "chunked download differs");
+    for i in 0..30 {
+        let (status, body) = call("GET", &format!("/small/{i}"), bytes::Bytes::new()).await;
+        assert_eq!((status.as_u16(), body.len()), (200, 0));
+    }
+    assert_eq!(backend.count(), 33);
+    assert_eq!(
+        backend.connections(),
+        1,
+        "one worker, requests one after another: one pooled TLS connection to the backend"
+    );
 }

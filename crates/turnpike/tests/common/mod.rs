@@ -36,6 +36,7 @@ pub struct Seen {
 pub struct Backend {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Backend {
@@ -74,6 +75,11 @@ impl Backend {
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Listens on 127.0.0.1:0 and hands each accepted connection, with the shared record of seen
@@ -87,15 +93,22 @@ where
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = seen.clone();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let accepted2 = accepted.clone();
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            accepted2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(serve(stream, seen2.clone()));
         }
     });
-    Backend { addr, seen }
+    Backend {
+        addr,
+        seen,
+        accepted,
+    }
 }
 
 type BoxBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
