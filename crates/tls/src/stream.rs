@@ -147,6 +147,10 @@ pub struct TlsStream<IO, S> {
     close_queued: bool,
     /// rustls reported an error; the connection is unusable.
     failed: bool,
+    /// The last [`TlsStream::advance`] had nothing to write, left nothing unprocessed and
+    /// needed input. Until new bytes arrive or something is written, asking rustls again would
+    /// give the same answer, so a read goes straight to the transport.
+    idle: bool,
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -207,6 +211,7 @@ where
             peer_closed: false,
             close_queued: false,
             failed: false,
+            idle: false,
         }
     }
 
@@ -223,6 +228,7 @@ where
         if self.failed {
             return Err(io::Error::other("the TLS connection failed earlier"));
         }
+        self.idle = false;
         loop {
             let UnbufferedStatus { mut discard, state } =
                 self.conn.process(&mut self.incoming[..self.incoming_len]);
@@ -314,6 +320,10 @@ where
                 self.incoming_len -= discard;
             }
             match step {
+                Ok(Some(Advance::NeedInput)) => {
+                    self.idle = matches!(out, Out::Nothing) && self.incoming_len == 0;
+                    return Ok(Advance::NeedInput);
+                }
                 Ok(Some(advance)) => return Ok(advance),
                 Ok(None) => {}
                 Err(e) => return Err(e),
@@ -367,6 +377,7 @@ where
     /// handshake, the alert after an error) into the outgoing buffer. Stops at anything else;
     /// received plaintext stays with rustls.
     fn queue_pending(&mut self) {
+        self.idle = false;
         for _ in 0..8 {
             let UnbufferedStatus { discard, state } =
                 self.conn.process(&mut self.incoming[..self.incoming_len]);
@@ -400,6 +411,7 @@ where
             return;
         }
         self.failed = true;
+        self.idle = false;
         // rustls hands out what it has queued (the alert) before it looks at new records.
         let UnbufferedStatus { state, .. } =
             self.conn.process(&mut self.incoming[..self.incoming_len]);
@@ -555,7 +567,12 @@ where
             if this.peer_closed {
                 return Poll::Ready(Ok(()));
             }
-            match this.advance(Out::Nothing, Some(buf)) {
+            let step = if this.idle && this.incoming_len == 0 {
+                Ok(Advance::NeedInput)
+            } else {
+                this.advance(Out::Nothing, Some(buf))
+            };
+            match step {
                 Ok(Advance::Readable | Advance::PeerClosed | Advance::Closed) => {
                     return Poll::Ready(Ok(()))
                 }
