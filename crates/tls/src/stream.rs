@@ -66,35 +66,29 @@ pub trait Side: Send + Unpin + 'static {
     fn common(&self) -> &CommonState;
 }
 
-impl Side for UnbufferedServerConnection {
-    type Data = ServerConnectionData;
+/// Implements [`Side`] for one of rustls's unbuffered connections: both have the same
+/// `process_tls_records`, defined on their own connection data.
+macro_rules! side {
+    ($conn:ty, $data:ty) => {
+        impl Side for $conn {
+            type Data = $data;
 
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, ServerConnectionData> {
-        self.process_tls_records(incoming)
-    }
+            fn process<'c, 'i>(
+                &'c mut self,
+                incoming: &'i mut [u8],
+            ) -> UnbufferedStatus<'c, 'i, $data> {
+                self.process_tls_records(incoming)
+            }
 
-    fn common(&self) -> &CommonState {
-        self
-    }
+            fn common(&self) -> &CommonState {
+                self
+            }
+        }
+    };
 }
 
-impl Side for UnbufferedClientConnection {
-    type Data = ClientConnectionData;
-
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, ClientConnectionData> {
-        self.process_tls_records(incoming)
-    }
-
-    fn common(&self) -> &CommonState {
-        self
-    }
-}
+side!(UnbufferedServerConnection, ServerConnectionData);
+side!(UnbufferedClientConnection, ClientConnectionData);
 
 /// What one write call hands to rustls.
 #[derive(Clone, Copy)]
