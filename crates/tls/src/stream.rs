@@ -874,6 +874,87 @@ mod tests {
         assert!(got == data);
     }
 
+    /// A transport that keeps a copy of every byte written through it.
+    struct Tap {
+        inner: DuplexStream,
+        written: Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Tap {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Tap {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            data: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, data))?;
+            self.written.lock().unwrap().extend_from_slice(&data[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    /// Content types of the TLS records in `wire` (it holds whole records).
+    fn record_types(wire: &[u8]) -> Vec<u8> {
+        let mut types = Vec::new();
+        let mut rest = wire;
+        while rest.len() >= 5 {
+            let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+            types.push(rest[0]);
+            rest = &rest[5 + len..];
+        }
+        assert!(rest.is_empty(), "a partial record");
+        types
+    }
+
+    #[tokio::test]
+    async fn a_vectored_write_goes_out_as_one_record() {
+        let id = identity();
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (a, b) = duplex(1 << 20);
+        let tap = Tap {
+            inner: b,
+            written: written.clone(),
+        };
+        let (server, client) = tokio::join!(
+            accept(server_config(&id, TLS13, &[]), a),
+            connect(client_config(&id, TLS13, &[]), localhost(), tap)
+        );
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        written.lock().unwrap().clear();
+        let (head, body) = (
+            &b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\n"[..],
+            &b"body"[..],
+        );
+        let n = client
+            .write_vectored(&[io::IoSlice::new(head), io::IoSlice::new(body)])
+            .await
+            .unwrap();
+        assert_eq!(n, head.len() + body.len());
+        client.flush().await.unwrap();
+        // One application-data record (TLS 1.3 records all say 23 on the wire).
+        assert_eq!(record_types(&written.lock().unwrap()), vec![23]);
+        let mut got = vec![0u8; n];
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, [head, body].concat());
+    }
+
     #[tokio::test]
     async fn a_bulk_write_does_not_keep_its_buffer() {
         let id = identity();
