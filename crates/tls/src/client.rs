@@ -132,5 +132,7 @@ pub fn client_config(
     } else {
         vec![b"http/1.1".to_vec()]
     };
+    // After the handshake the stream protects records itself (`crate::stream`).
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }

@@ -1,159 +1,139 @@
-//! TLS over a tokio byte stream, driven through rustls's unbuffered API.
+//! TLS over a tokio byte stream.
 //!
-//! Every connection has one incoming buffer and one outgoing buffer:
-//! - records are read into the incoming buffer, and rustls decrypts them in place;
-//! - rustls encrypts application data into the outgoing buffer, and that buffer goes to the
-//!   socket with one write;
-//! - a vectored write (a head and its body) becomes one record.
+//! rustls runs the handshake, through its unbuffered API ([`crate::handshake`]). Then it hands
+//! over the traffic secrets (its `kernel` API), and the stream protects records itself with
+//! [`RecordKey`]:
+//! - records arrive in one incoming buffer and are decrypted in place; a read copies their
+//!   plaintext straight into the caller's buffer;
+//! - a write seals its plaintext, in records of up to 16 KiB, in place in one outgoing buffer,
+//!   which goes to the socket with one write; the slices of a vectored write (a head and its
+//!   body) are gathered into the same record.
 //!
-//! `tokio-rustls` drives rustls's buffered API instead. That API queues every outgoing record
-//! in its own allocation and sends the queue through an array of 64 `IoSlice`s. rustls 0.23
-//! still allocates each record while it encrypts or decrypts it, in either API.
-//!
-//! Measured with TLS on both hops of a proxied request, this stream costs the gateway 2.3%
-//! less CPU than tokio-rustls (see `docs/benchmarks.md`, run 7).
+//! rustls 0.23 allocates and copies every record it protects, in either of its APIs; this path
+//! does neither. rustls keeps what only it can do after the handshake: it derives the secrets
+//! of a TLS 1.3 key update and stores the session tickets a server sends.
 //!
 //! [`accept`] and [`connect`] run the handshake and return a [`TlsStream`]. A `TlsStream`
 //! implements tokio's `AsyncRead` and `AsyncWrite`:
 //! - reads end with `UnexpectedEof` when the transport ends without the peer's `close_notify`
 //!   (a truncation), and with end of stream after it;
-//! - `poll_shutdown` sends `close_notify`, then shuts the transport down.
+//! - `poll_shutdown` sends `close_notify`, then shuts the transport down;
+//! - a protocol error sends the peer a fatal alert and fails the connection.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
-use rustls::pki_types::ServerName;
-use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
-use rustls::unbuffered::{
-    ConnectionState, EncodeError, EncryptError, InsufficientSizeError, UnbufferedStatus,
-    WriteTraffic,
+use rustls::client::UnbufferedClientConnection;
+use rustls::kernel::KernelConnection;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::server::UnbufferedServerConnection;
+use rustls::{
+    AlertDescription, ClientConfig, ContentType, HandshakeKind, HandshakeType, ProtocolVersion,
+    ServerConfig, SupportedCipherSuite,
 };
-use rustls::{ClientConfig, CommonState, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// First size of the incoming buffer. It is large enough for a request and its record, and
-/// it doubles while a record does not fit, up to [`MAX_INCOMING`].
-const INITIAL_INCOMING: usize = 4096;
-/// Most TLS bytes held unprocessed. rustls keeps a handshake message that spans several
-/// records in this buffer until the message is complete, so it must hold the largest
-/// handshake message (2^16 bytes, a long certificate chain) plus the largest record TLS 1.2
-/// allows (5-byte header, 2^14 bytes of plaintext, 2048 bytes of expansion).
-const MAX_INCOMING: usize = (1 << 16) + 5 + 16384 + 2048;
-/// Largest outgoing or gather buffer kept once its data has left: room for a full record.
-/// Larger ones (bulk writes) are freed and grown again by the next bulk write.
-const KEEP_BUFFER: usize = 5 + 16384 + 256;
+pub use crate::handshake::Side;
+use crate::handshake::{tls_error, Handshake};
+use crate::record::MAX_PLAINTEXT;
+use crate::record::{announced_len, RecordError, RecordKey, Version, HEADER_LEN, MAX_CIPHERTEXT};
+use crate::transport::Transport;
+
 /// Most plaintext taken by one write call. Larger writes return a short count, which bounds
 /// the outgoing buffer.
 const MAX_WRITE: usize = 64 * 1024;
+/// Most bytes held unprocessed after the handshake: one record of the largest size.
+const MAX_INCOMING: usize = HEADER_LEN + MAX_CIPHERTEXT;
+/// Longest handshake message accepted after the handshake (a session ticket).
+const MAX_POST_HANDSHAKE_MESSAGE: usize = 1 << 16;
+/// Key updates a peer may ask for in a row without sending application data (BoringSSL's
+/// and rustls's limit).
+const MAX_KEY_UPDATES: u8 = 32;
+/// Warning alerts a TLS 1.2 peer may send, and renegotiation requests it may make (each is
+/// refused with a warning).
+const MAX_WARNING_ALERTS: u8 = 4;
+const MAX_RENEGOTIATION_REQUESTS: u8 = 1;
+/// The TLS 1.3 KeyUpdate message that does not ask the peer to update its keys.
+const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
+const ALERT_WARNING: u8 = 1;
+const ALERT_FATAL: u8 = 2;
 
-/// One side of a TLS connection, as [`TlsStream`] drives it: rustls's unbuffered server or
-/// client connection.
-pub trait Side: Send + Unpin + 'static {
-    /// rustls's per-side connection data.
-    type Data;
-
-    /// Processes the records in `incoming` until rustls needs the caller
-    /// (`process_tls_records`).
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, Self::Data>;
-
-    /// The connection's negotiated state: ALPN protocol, peer certificates, handshake progress.
-    fn common(&self) -> &CommonState;
+/// What a handshake settled, kept for the life of the connection.
+#[derive(Debug)]
+pub struct Session {
+    alpn: Option<Vec<u8>>,
+    peer_certificates: Option<Vec<CertificateDer<'static>>>,
+    version: ProtocolVersion,
+    suite: SupportedCipherSuite,
+    kind: Option<HandshakeKind>,
 }
 
-/// Implements [`Side`] for one of rustls's unbuffered connections: both have the same
-/// `process_tls_records`, defined on their own connection data.
-macro_rules! side {
-    ($conn:ty, $data:ty) => {
-        impl Side for $conn {
-            type Data = $data;
+impl Session {
+    /// The ALPN protocol agreed on, if any.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.alpn.as_deref()
+    }
 
-            fn process<'c, 'i>(
-                &'c mut self,
-                incoming: &'i mut [u8],
-            ) -> UnbufferedStatus<'c, 'i, $data> {
-                self.process_tls_records(incoming)
-            }
+    /// The peer's certificate chain, end entity first: the server's, or a client's that was
+    /// verified (mutual TLS).
+    pub fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
+        self.peer_certificates.as_deref()
+    }
 
-            fn common(&self) -> &CommonState {
-                self
-            }
-        }
-    };
-}
+    /// TLS 1.2 or 1.3.
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.version
+    }
 
-side!(UnbufferedServerConnection, ServerConnectionData);
-side!(UnbufferedClientConnection, ClientConnectionData);
+    /// The cipher suite agreed on.
+    pub fn negotiated_cipher_suite(&self) -> SupportedCipherSuite {
+        self.suite
+    }
 
-/// What one write call hands to rustls.
-#[derive(Clone, Copy)]
-enum Out<'a> {
-    /// Nothing: only process what has arrived.
-    Nothing,
-    /// Application data to encrypt.
-    Data(&'a [u8]),
-    /// A `close_notify` alert.
-    CloseNotify,
-}
-
-/// Where [`TlsStream::advance`] stopped.
-#[derive(Debug, PartialEq, Eq)]
-enum Advance {
-    /// Plaintext was delivered (into the caller's buffer or the stash).
-    Readable,
-    /// The [`Out`] was encrypted into the outgoing buffer.
-    Written,
-    /// Nothing more can happen until more bytes arrive from the peer.
-    NeedInput,
-    /// The peer sent `close_notify`: no more data will come.
-    PeerClosed,
-    /// Both sides sent `close_notify`.
-    Closed,
+    /// Whether the handshake was a full one or resumed a session.
+    pub fn handshake_kind(&self) -> Option<HandshakeKind> {
+        self.kind
+    }
 }
 
 /// A TLS connection over `IO`, after its handshake. It is made by [`accept`] or [`connect`].
-pub struct TlsStream<IO, S> {
-    io: IO,
-    conn: S,
-    /// Received TLS bytes that are not processed yet: `incoming[..incoming_len]`.
-    incoming: Vec<u8>,
-    incoming_len: usize,
-    /// Encoded TLS bytes that are not sent yet: `outgoing[sent..outgoing_len]`. The vector
-    /// stays allocated and initialised between writes, unless it grew beyond [`KEEP_BUFFER`].
-    outgoing: Vec<u8>,
-    outgoing_len: usize,
-    sent: usize,
-    /// Decrypted plaintext that a read has not taken yet: `stash[stash_pos..]`.
-    stash: Vec<u8>,
-    stash_pos: usize,
-    /// Gathers the slices of a vectored write, so that they go out as one record.
-    gather: Vec<u8>,
-    /// The transport has ended.
-    eof: bool,
+pub struct TlsStream<IO, S: Side> {
+    t: Transport<IO>,
+    kernel: KernelConnection<S::Data>,
+    session: Session,
+    version: Version,
+    tx: RecordKey,
+    rx: RecordKey,
+    /// Records one key seals before TLS 1.3 updates it (TLS 1.2 closes instead): the cipher
+    /// suite's confidentiality limit.
+    tx_limit: u64,
+    /// Application data that arrived with the end of the handshake: `early[early_pos..]`.
+    early: Vec<u8>,
+    early_pos: usize,
+    /// Plaintext of the record being read, not taken yet: `t.incoming.buf[plain]`. The record
+    /// is `plain_record` bytes long and is consumed once its plaintext is.
+    plain: std::ops::Range<usize>,
+    plain_record: usize,
+    /// A post-handshake message that continues in the next record.
+    handshake: Vec<u8>,
+    /// What a peer may still do before it counts as misbehaving.
+    key_updates_left: u8,
+    warnings_left: u8,
+    renegotiations_left: u8,
     /// The peer has sent `close_notify`.
     peer_closed: bool,
-    /// Our `close_notify` is queued.
+    /// Our `close_notify` (or fatal alert) is queued: nothing more is sealed.
     close_queued: bool,
-    /// rustls reported an error; the connection is unusable.
+    /// A protocol error ended the connection.
     failed: bool,
-    /// The last [`TlsStream::advance`] had nothing to write, left nothing unprocessed and
-    /// needed input. Until new bytes arrive or something is written, asking rustls again would
-    /// give the same answer, so a read goes straight to the transport.
-    idle: bool,
-}
-
-fn tls_error(e: rustls::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
 /// Runs a server handshake on `io` with `config` and returns the connection once the
 /// handshake is complete. The caller puts a timeout around it. A failed handshake sends the
 /// peer its alert (as far as the socket takes it without waiting) and returns the error.
+/// `config` must allow secret extraction ([`crate::server_config`]'s do).
 pub async fn accept<IO>(
     config: Arc<ServerConfig>,
     io: IO,
@@ -162,14 +142,14 @@ where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
-    let mut stream = TlsStream::new(io, conn);
-    std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
-    Ok(stream)
+    let mut hs = Handshake::new(io, conn);
+    std::future::poll_fn(|cx| hs.poll_handshake(cx)).await?;
+    TlsStream::after(hs)
 }
 
 /// Runs a client handshake with `config` towards `name` (sent as SNI, and the name the
 /// certificate is verified for) on `io`. Returns the connection once the handshake is
-/// complete.
+/// complete. `config` must allow secret extraction ([`crate::client_config`]'s do).
 pub async fn connect<IO>(
     config: Arc<ClientConfig>,
     name: ServerName<'static>,
@@ -179,9 +159,13 @@ where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
-    let mut stream = TlsStream::new(io, conn);
-    std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
-    Ok(stream)
+    let mut hs = Handshake::new(io, conn);
+    std::future::poll_fn(|cx| hs.poll_handshake(cx)).await?;
+    TlsStream::after(hs)
+}
+
+fn record_io_error(e: RecordError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.message)
 }
 
 impl<IO, S> TlsStream<IO, S>
@@ -189,352 +173,359 @@ where
     IO: AsyncRead + AsyncWrite + Unpin,
     S: Side,
 {
-    fn new(io: IO, conn: S) -> Self {
-        TlsStream {
-            io,
+    /// Takes a completed handshake over: rustls gives up the traffic secrets.
+    fn after(hs: Handshake<IO, S>) -> io::Result<Self> {
+        let Handshake {
+            t,
             conn,
-            incoming: vec![0; INITIAL_INCOMING],
-            incoming_len: 0,
-            outgoing: Vec::new(),
-            outgoing_len: 0,
-            sent: 0,
-            stash: Vec::new(),
-            stash_pos: 0,
-            gather: Vec::new(),
-            eof: false,
-            peer_closed: false,
+            early,
+            peer_closed,
+        } = hs;
+        let common = conn.common();
+        let session = Session {
+            alpn: common.alpn_protocol().map(<[u8]>::to_vec),
+            peer_certificates: common.peer_certificates().map(<[_]>::to_vec),
+            version: common
+                .protocol_version()
+                .ok_or_else(|| io::Error::other("TLS version not negotiated"))?,
+            suite: common
+                .negotiated_cipher_suite()
+                .ok_or_else(|| io::Error::other("TLS cipher suite not negotiated"))?,
+            kind: common.handshake_kind(),
+        };
+        let (secrets, kernel) = conn.into_kernel().map_err(tls_error)?;
+        let version = Version::of(session.version)
+            .ok_or_else(|| io::Error::other("no record layer for the negotiated TLS version"))?;
+        let tx = RecordKey::new(version, secrets.tx.0, &secrets.tx.1).map_err(record_io_error)?;
+        let rx = RecordKey::new(version, secrets.rx.0, &secrets.rx.1).map_err(record_io_error)?;
+        let tx_limit = match session.suite {
+            SupportedCipherSuite::Tls12(s) => s.common.confidentiality_limit,
+            SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
+        };
+        Ok(TlsStream {
+            t,
+            kernel,
+            session,
+            version,
+            tx,
+            rx,
+            tx_limit,
+            early,
+            early_pos: 0,
+            plain: 0..0,
+            plain_record: 0,
+            handshake: Vec::new(),
+            key_updates_left: MAX_KEY_UPDATES,
+            warnings_left: MAX_WARNING_ALERTS,
+            renegotiations_left: MAX_RENEGOTIATION_REQUESTS,
+            peer_closed,
             close_queued: false,
             failed: false,
-            idle: false,
-        }
+        })
     }
 
-    /// The transport and the TLS state (ALPN protocol, peer certificates).
-    pub fn get_ref(&self) -> (&IO, &CommonState) {
-        (&self.io, self.conn.common())
+    /// The transport and what the handshake settled (ALPN protocol, peer certificates).
+    pub fn get_ref(&self) -> (&IO, &Session) {
+        (&self.t.io, &self.session)
     }
 
-    /// Processes received records until something happens that the caller must act on.
-    /// Decrypted application data goes into `read` as far as it has room, the rest into the
-    /// stash. With no `read` buffer, all of it goes into the stash, so that a write can reach
-    /// the state where rustls encrypts.
-    fn advance(&mut self, out: Out<'_>, mut read: Option<&mut ReadBuf<'_>>) -> io::Result<Advance> {
-        if self.failed {
-            return Err(io::Error::other("the TLS connection failed earlier"));
-        }
-        self.idle = false;
-        loop {
-            let UnbufferedStatus { mut discard, state } =
-                self.conn.process(&mut self.incoming[..self.incoming_len]);
-            let step = match state {
-                Err(e) => Err(tls_error(e)),
-                Ok(ConnectionState::ReadTraffic(mut records)) => {
-                    let mut result = Ok(Some(Advance::Readable));
-                    while records.peek_len().is_some() {
-                        if let Some(buf) = read.as_deref_mut() {
-                            if buf.remaining() == 0 || self.stash_pos < self.stash.len() {
-                                // The caller's buffer is full: the other records stay in rustls.
-                                break;
-                            }
-                        }
-                        match records.next_record() {
-                            Some(Ok(record)) => {
-                                discard += record.discard;
-                                let mut payload = record.payload;
-                                if let Some(buf) = read.as_deref_mut() {
-                                    let n = payload.len().min(buf.remaining());
-                                    buf.put_slice(&payload[..n]);
-                                    payload = &payload[n..];
-                                }
-                                if !payload.is_empty() {
-                                    if self.stash_pos == self.stash.len() {
-                                        self.stash.clear();
-                                        self.stash_pos = 0;
-                                    }
-                                    self.stash.extend_from_slice(payload);
-                                }
-                            }
-                            Some(Err(e)) => {
-                                result = Err(tls_error(e));
-                                break;
-                            }
-                            None => break,
-                        }
+    /// Seals one record of type `typ` carrying `plain` (at most one record's worth) into the
+    /// outgoing queue.
+    fn seal_record(&mut self, typ: ContentType, plain: &[u8]) -> Result<(), RecordError> {
+        let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len());
+        let len = prefix + plain.len() + suffix;
+        let record = self.t.outgoing.reserve(len);
+        record[prefix..prefix + plain.len()].copy_from_slice(plain);
+        self.tx.seal(typ, record)?;
+        self.t.outgoing.commit(len);
+        Ok(())
+    }
+
+    /// Sends our KeyUpdate under the current key, then switches to the next one (TLS 1.3).
+    fn update_tx_key(&mut self) -> Result<(), RecordError> {
+        self.seal_record(ContentType::Handshake, &KEY_UPDATE_NOT_REQUESTED)?;
+        let (seq, secrets) = self
+            .kernel
+            .update_tx_secret()
+            .map_err(|e| RecordError::new(AlertDescription::InternalError, e.to_string()))?;
+        self.tx = RecordKey::new(self.version, seq, &secrets)?;
+        Ok(())
+    }
+
+    /// Seals the first `total` bytes of `bufs` as application data, in records of up to
+    /// [`MAX_PLAINTEXT`] bytes, gathering slices into the same record.
+    fn seal_data(&mut self, bufs: &[io::IoSlice<'_>], total: usize) -> Result<(), RecordError> {
+        let mut slices = bufs.iter();
+        let mut current: &[u8] = &[];
+        let mut left = total;
+        while left > 0 {
+            if self.tx.seq().saturating_add(1) >= self.tx_limit {
+                match self.version {
+                    Version::Tls13 => self.update_tx_key()?,
+                    Version::Tls12 => {
+                        // No key update in TLS 1.2: the connection ends here, cleanly.
+                        self.seal_record(ContentType::Alert, &[ALERT_WARNING, 0])?;
+                        self.close_queued = true;
+                        return Err(RecordError {
+                            alert: None,
+                            message: "the TLS 1.2 connection reached its cipher's \
+                                      confidentiality limit and was closed"
+                                .into(),
+                        });
                     }
-                    result
                 }
-                Ok(ConnectionState::EncodeTlsData(mut data)) => {
-                    grow_and_retry(&mut self.outgoing, &mut self.outgoing_len, |buf| {
-                        data.encode(buf).map_err(encode_size)
-                    })
-                    .map(|_| None)
-                }
-                Ok(ConnectionState::TransmitTlsData(data)) => {
-                    // The encoded records are queued in `outgoing`, ahead of anything written
-                    // later, and every path that waits for the peer sends them first.
-                    data.done();
-                    Ok(None)
-                }
-                Ok(ConnectionState::BlockedHandshake) => Ok(Some(Advance::NeedInput)),
-                Ok(ConnectionState::WriteTraffic(mut traffic)) => match out {
-                    Out::Nothing => Ok(Some(Advance::NeedInput)),
-                    Out::Data(data) => encrypt(
-                        &mut traffic,
-                        data,
-                        &mut self.outgoing,
-                        &mut self.outgoing_len,
-                    )
-                    .map(|_| Some(Advance::Written)),
-                    Out::CloseNotify => {
-                        grow_and_retry(&mut self.outgoing, &mut self.outgoing_len, |buf| {
-                            traffic.queue_close_notify(buf).map_err(encrypt_size)
-                        })
-                        .map(|_| {
-                            self.close_queued = true;
-                            Some(Advance::Written)
-                        })
-                    }
-                },
-                Ok(ConnectionState::PeerClosed) => {
-                    self.peer_closed = true;
-                    Ok(Some(Advance::PeerClosed))
-                }
-                Ok(ConnectionState::Closed) => {
-                    self.peer_closed = true;
-                    Ok(Some(Advance::Closed))
-                }
-                Ok(ConnectionState::ReadEarlyData(_)) => Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "TLS early data is not accepted",
-                )),
-                Ok(_) => Err(io::Error::other("unexpected TLS connection state")),
-            };
-            if discard > 0 {
-                self.incoming.copy_within(discard..self.incoming_len, 0);
-                self.incoming_len -= discard;
             }
-            match step {
-                Ok(Some(Advance::NeedInput)) => {
-                    self.idle = matches!(out, Out::Nothing) && self.incoming_len == 0;
-                    return Ok(Advance::NeedInput);
+            let n = left.min(MAX_PLAINTEXT);
+            let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len());
+            let record = self.t.outgoing.reserve(prefix + n + suffix);
+            let mut filled = 0;
+            while filled < n {
+                if current.is_empty() {
+                    current = slices.next().map_or(&[][..], |s| &s[..]);
+                    continue;
                 }
-                Ok(Some(advance)) => return Ok(advance),
-                Ok(None) => {}
-                Err(e) => return Err(e),
+                let k = current.len().min(n - filled);
+                record[prefix + filled..prefix + filled + k].copy_from_slice(&current[..k]);
+                current = &current[k..];
+                filled += k;
             }
+            self.tx.seal(ContentType::ApplicationData, record)?;
+            self.t.outgoing.commit(prefix + n + suffix);
+            left -= n;
         }
+        Ok(())
     }
 
-    /// Sends the queued TLS bytes. `Ready(Ok)` once all are sent.
-    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.sent < self.outgoing_len {
-            let n =
-                ready!(Pin::new(&mut self.io)
-                    .poll_write(cx, &self.outgoing[self.sent..self.outgoing_len]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.sent += n;
-        }
-        self.sent = 0;
-        self.outgoing_len = 0;
-        // A large write's buffer is not kept for the life of a mostly idle connection.
-        if self.outgoing.len() > KEEP_BUFFER {
-            self.outgoing = Vec::new();
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    /// Reads more TLS bytes from the transport (one read call). Sets `eof` at its end.
-    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.incoming_len == self.incoming.len() {
-            if self.incoming.len() >= MAX_INCOMING {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "TLS record larger than the protocol allows",
-                )));
-            }
-            let size = (self.incoming.len() * 2).min(MAX_INCOMING);
-            self.incoming.resize(size, 0);
-        }
-        let mut buf = ReadBuf::new(&mut self.incoming[self.incoming_len..]);
-        ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
-        let n = buf.filled().len();
-        if n == 0 {
-            self.eof = true;
-        }
-        self.incoming_len += n;
-        Poll::Ready(Ok(()))
-    }
-
-    /// Encodes the handshake records and alerts rustls has queued (session tickets after a
-    /// handshake, the alert after an error) into the outgoing buffer. Stops at anything else;
-    /// received plaintext stays with rustls.
-    fn queue_pending(&mut self) {
-        self.idle = false;
-        for _ in 0..8 {
-            let UnbufferedStatus { discard, state } =
-                self.conn.process(&mut self.incoming[..self.incoming_len]);
-            let more = match state {
-                Ok(ConnectionState::EncodeTlsData(mut data)) => {
-                    grow_and_retry(&mut self.outgoing, &mut self.outgoing_len, |buf| {
-                        data.encode(buf).map_err(encode_size)
-                    })
-                    .is_ok()
-                }
-                Ok(ConnectionState::TransmitTlsData(data)) => {
-                    data.done();
-                    true
-                }
-                _ => false,
-            };
-            if discard > 0 {
-                self.incoming.copy_within(discard..self.incoming_len, 0);
-                self.incoming_len -= discard;
-            }
-            if !more {
-                break;
-            }
-        }
-    }
-
-    /// After a TLS error: queues the alert rustls prepared for the peer and sends what the
-    /// socket takes without waiting. rustls is not asked to process anything after this.
-    fn send_alert(&mut self, cx: &mut Context<'_>) {
-        if self.failed {
-            return;
-        }
-        self.failed = true;
-        self.idle = false;
-        // rustls hands out what it has queued (the alert) before it looks at new records.
-        let UnbufferedStatus { state, .. } =
-            self.conn.process(&mut self.incoming[..self.incoming_len]);
-        if let Ok(ConnectionState::EncodeTlsData(mut data)) = state {
-            let _ = grow_and_retry(&mut self.outgoing, &mut self.outgoing_len, |buf| {
-                data.encode(buf).map_err(encode_size)
-            });
-        }
-        let _ = self.poll_send(cx);
-    }
-
-    /// Drives the handshake until it is complete and its last records are sent.
-    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        loop {
-            if !self.conn.common().is_handshaking() {
-                // The last flight (a client's Finished, a server's session tickets) goes now.
-                self.queue_pending();
-                return self.poll_send(cx);
-            }
-            match self.advance(Out::Nothing, None) {
-                Ok(Advance::NeedInput) => {
-                    if !self.conn.common().is_handshaking() {
-                        // Complete with this flight: nothing more to wait for.
-                        continue;
-                    }
-                    ready!(self.poll_send(cx))?;
-                    if self.eof {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the peer closed the connection during the TLS handshake",
-                        )));
-                    }
-                    ready!(self.poll_receive(cx))?;
-                }
-                Ok(Advance::Readable | Advance::Written) => {}
-                Ok(Advance::PeerClosed | Advance::Closed) => {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the peer closed the TLS connection during the handshake",
-                    )));
-                }
-                Err(e) => {
-                    self.send_alert(cx);
-                    return Poll::Ready(Err(e));
-                }
-            }
-        }
-    }
-
-    /// Encrypts as much of `data` as one call takes and starts sending it.
-    fn poll_write_plain(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        if data.is_empty() {
+    /// Encrypts as much of `bufs` as one call takes and starts sending it.
+    fn poll_write_slices(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let total = bufs
+            .iter()
+            .map(|b| b.len())
+            .fold(0usize, usize::saturating_add)
+            .min(MAX_WRITE);
+        if total == 0 {
             return Poll::Ready(Ok(0));
         }
+        if self.failed {
+            return Poll::Ready(Err(io::Error::other("the TLS connection failed earlier")));
+        }
+        if self.close_queued {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
         // What earlier writes queued goes first; this also bounds the outgoing buffer.
-        ready!(self.poll_send(cx))?;
-        let data = &data[..data.len().min(MAX_WRITE)];
-        loop {
-            match self.advance(Out::Data(data), None) {
-                Ok(Advance::Written) => break,
-                Ok(Advance::Readable | Advance::PeerClosed) => {}
-                Ok(Advance::Closed) => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
-                Ok(Advance::NeedInput) => {
-                    return Poll::Ready(Err(io::Error::other(
-                        "TLS connection cannot send application data",
-                    )))
-                }
-                Err(e) => {
-                    self.send_alert(cx);
-                    return Poll::Ready(Err(e));
+        ready!(self.t.poll_send(cx))?;
+        if let Err(e) = self.seal_data(bufs, total) {
+            return Poll::Ready(Err(self.fail(cx, e)));
+        }
+        // Whatever the socket does not take now goes out with the next write or flush.
+        if let Poll::Ready(Err(e)) = self.t.poll_send(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(total))
+    }
+
+    /// Ends the connection after a protocol error: queues the alert for the peer (unless the
+    /// peer's own alert ended it) and sends what the socket takes without waiting.
+    fn fail(&mut self, cx: &mut Context<'_>, e: RecordError) -> io::Error {
+        if !self.failed {
+            self.failed = true;
+            if let Some(alert) = e.alert {
+                if !self.close_queued {
+                    self.close_queued = true;
+                    if self
+                        .seal_record(ContentType::Alert, &[ALERT_FATAL, u8::from(alert)])
+                        .is_ok()
+                    {
+                        let _ = self.t.poll_send(cx);
+                    }
                 }
             }
         }
-        // Whatever the socket does not take now goes out with the next write or flush.
-        if let Poll::Ready(Err(e)) = self.poll_send(cx) {
-            return Poll::Ready(Err(e));
+        record_io_error(e)
+    }
+
+    /// Opens the next record if all of it has arrived: application data becomes the plaintext
+    /// to read, alerts and post-handshake messages are handled. `Ok(false)` when more bytes
+    /// must arrive first.
+    fn open_next(&mut self) -> Result<bool, RecordError> {
+        let received = self.t.incoming.bytes();
+        let Some(len) = announced_len(received)? else {
+            return Ok(false);
+        };
+        if received.len() < len {
+            return Ok(false);
         }
-        Poll::Ready(Ok(data.len()))
-    }
-}
-
-/// Calls `f` with the free end of `buf` (from `*len`), growing `buf` once when `f` says how
-/// much room it needs, and advances `*len` by what `f` wrote.
-fn grow_and_retry(
-    buf: &mut Vec<u8>,
-    len: &mut usize,
-    mut f: impl FnMut(&mut [u8]) -> Result<usize, Result<InsufficientSizeError, io::Error>>,
-) -> io::Result<()> {
-    let written = match f(&mut buf[*len..]) {
-        Ok(n) => n,
-        Err(Ok(InsufficientSizeError { required_size })) => {
-            buf.resize(*len + required_size, 0);
-            f(&mut buf[*len..]).map_err(|e| match e {
-                Ok(s) => io::Error::other(format!(
-                    "TLS output buffer still too small ({} bytes needed)",
-                    s.required_size
-                )),
-                Err(e) => e,
-            })?
+        let record = &mut received[..len];
+        let (typ, plain) = self.rx.open(record)?;
+        match typ {
+            ContentType::ApplicationData => {
+                if !self.handshake.is_empty() {
+                    return Err(RecordError::new(
+                        AlertDescription::UnexpectedMessage,
+                        "application data inside a handshake message",
+                    ));
+                }
+                self.key_updates_left = MAX_KEY_UPDATES;
+                if plain.is_empty() {
+                    self.t.incoming.consume(len);
+                } else {
+                    let base = self.t.incoming.start;
+                    self.plain = base + plain.start..base + plain.end;
+                    self.plain_record = len;
+                }
+            }
+            ContentType::Alert => {
+                let alert = match &record[plain] {
+                    &[level, desc] => (level, desc),
+                    _ => {
+                        return Err(RecordError::new(
+                            AlertDescription::DecodeError,
+                            "malformed alert",
+                        ))
+                    }
+                };
+                self.t.incoming.consume(len);
+                self.on_alert(alert.0, alert.1)?;
+            }
+            ContentType::Handshake if !plain.is_empty() => {
+                self.handshake.extend_from_slice(&record[plain]);
+                self.t.incoming.consume(len);
+                self.on_handshake()?;
+            }
+            other => {
+                return Err(RecordError::new(
+                    AlertDescription::UnexpectedMessage,
+                    format!("unexpected {other:?} record after the handshake"),
+                ))
+            }
         }
-        Err(Err(e)) => return Err(e),
-    };
-    *len += written;
-    Ok(())
-}
-
-fn encode_size(e: EncodeError) -> Result<InsufficientSizeError, io::Error> {
-    match e {
-        EncodeError::InsufficientSize(s) => Ok(s),
-        other => Err(io::Error::other(other)),
+        Ok(true)
     }
-}
 
-fn encrypt_size(e: EncryptError) -> Result<InsufficientSizeError, io::Error> {
-    match e {
-        EncryptError::InsufficientSize(s) => Ok(s),
-        other => Err(io::Error::other(other)),
+    /// Acts on an alert from the peer.
+    fn on_alert(&mut self, level: u8, desc: u8) -> Result<(), RecordError> {
+        let desc = AlertDescription::from(desc);
+        if level != ALERT_WARNING && level != ALERT_FATAL {
+            return Err(RecordError::new(
+                AlertDescription::IllegalParameter,
+                "alert of an unknown level",
+            ));
+        }
+        if desc == AlertDescription::CloseNotify {
+            self.peer_closed = true;
+            return Ok(());
+        }
+        if level == ALERT_WARNING {
+            if self.warnings_left == 0 {
+                return Err(RecordError::new(
+                    AlertDescription::UnexpectedMessage,
+                    "too many warning alerts",
+                ));
+            }
+            self.warnings_left -= 1;
+            if self.version == Version::Tls12 || desc == AlertDescription::UserCanceled {
+                return Ok(());
+            }
+            return Err(RecordError::new(
+                AlertDescription::DecodeError,
+                format!("TLS 1.3 peer sent a warning alert: {desc:?}"),
+            ));
+        }
+        Err(RecordError {
+            alert: None,
+            message: format!("the peer sent a fatal alert: {desc:?}"),
+        })
     }
-}
 
-fn encrypt<D>(
-    traffic: &mut WriteTraffic<'_, D>,
-    data: &[u8],
-    outgoing: &mut Vec<u8>,
-    len: &mut usize,
-) -> io::Result<()> {
-    grow_and_retry(outgoing, len, |buf| {
-        traffic.encrypt(data, buf).map_err(encrypt_size)
-    })
+    /// Acts on the complete post-handshake messages gathered so far: session tickets, key
+    /// updates, and TLS 1.2 renegotiation requests, which are refused.
+    fn on_handshake(&mut self) -> Result<(), RecordError> {
+        while self.handshake.len() >= 4 {
+            let h = &self.handshake;
+            let len = usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]);
+            if len > MAX_POST_HANDSHAKE_MESSAGE {
+                return Err(RecordError::new(
+                    AlertDescription::DecodeError,
+                    "post-handshake message too long",
+                ));
+            }
+            if h.len() < 4 + len {
+                return Ok(());
+            }
+            let typ = HandshakeType::from(h[0]);
+            let message: Vec<u8> = self.handshake.drain(..4 + len).collect();
+            let body = &message[4..];
+            match (self.version, typ) {
+                (Version::Tls13, HandshakeType::NewSessionTicket) => {
+                    S::new_session_ticket(&mut self.kernel, body).map_err(|e| {
+                        RecordError::new(AlertDescription::UnexpectedMessage, e.to_string())
+                    })?
+                }
+                (Version::Tls13, HandshakeType::KeyUpdate) => self.on_key_update(body)?,
+                (Version::Tls12, HandshakeType::HelloRequest | HandshakeType::ClientHello) => {
+                    if self.renegotiations_left == 0 {
+                        return Err(RecordError::new(
+                            AlertDescription::NoRenegotiation,
+                            "renegotiation requested again",
+                        ));
+                    }
+                    self.renegotiations_left -= 1;
+                    self.seal_record(
+                        ContentType::Alert,
+                        &[ALERT_WARNING, u8::from(AlertDescription::NoRenegotiation)],
+                    )?;
+                }
+                (_, other) => {
+                    return Err(RecordError::new(
+                        AlertDescription::UnexpectedMessage,
+                        format!("unexpected {other:?} message after the handshake"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The peer switched to its next key (TLS 1.3); it may ask us to switch too.
+    fn on_key_update(&mut self, body: &[u8]) -> Result<(), RecordError> {
+        let requested = match body {
+            [0] => false,
+            [1] => true,
+            _ => {
+                return Err(RecordError::new(
+                    AlertDescription::DecodeError,
+                    "malformed key update",
+                ))
+            }
+        };
+        if !self.handshake.is_empty() {
+            // A key change must end its record.
+            return Err(RecordError::new(
+                AlertDescription::UnexpectedMessage,
+                "key update not at the end of its record",
+            ));
+        }
+        if self.key_updates_left == 0 {
+            return Err(RecordError::new(
+                AlertDescription::UnexpectedMessage,
+                "too many key updates",
+            ));
+        }
+        self.key_updates_left -= 1;
+        let (seq, secrets) = self
+            .kernel
+            .update_rx_secret()
+            .map_err(|e| RecordError::new(AlertDescription::InternalError, e.to_string()))?;
+        self.rx = RecordKey::new(self.version, seq, &secrets)?;
+        if requested && !self.close_queued {
+            self.update_tx_key()?;
+        }
+        Ok(())
+    }
 }
 
 impl<IO, S> AsyncRead for TlsStream<IO, S>
@@ -551,40 +542,63 @@ where
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
-        if this.stash_pos < this.stash.len() {
-            let n = (this.stash.len() - this.stash_pos).min(buf.remaining());
-            buf.put_slice(&this.stash[this.stash_pos..this.stash_pos + n]);
-            this.stash_pos += n;
+        if this.early_pos < this.early.len() {
+            let n = (this.early.len() - this.early_pos).min(buf.remaining());
+            buf.put_slice(&this.early[this.early_pos..this.early_pos + n]);
+            this.early_pos += n;
+            if this.early_pos == this.early.len() {
+                this.early = Vec::new();
+                this.early_pos = 0;
+            }
             return Poll::Ready(Ok(()));
         }
+        let mut delivered = false;
         loop {
+            if this.plain.start < this.plain.end {
+                let n = (this.plain.end - this.plain.start).min(buf.remaining());
+                buf.put_slice(&this.t.incoming.buf[this.plain.start..this.plain.start + n]);
+                this.plain.start += n;
+                delivered = true;
+                if this.plain.start < this.plain.end {
+                    return Poll::Ready(Ok(()));
+                }
+                this.t.incoming.consume(this.plain_record);
+                if buf.remaining() == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            if this.failed {
+                if delivered {
+                    return Poll::Ready(Ok(()));
+                }
+                return Poll::Ready(Err(io::Error::other("the TLS connection failed earlier")));
+            }
             if this.peer_closed {
                 return Poll::Ready(Ok(()));
             }
-            let step = if this.idle && this.incoming_len == 0 {
-                Ok(Advance::NeedInput)
-            } else {
-                this.advance(Out::Nothing, Some(buf))
-            };
-            match step {
-                Ok(Advance::Readable | Advance::PeerClosed | Advance::Closed) => {
-                    return Poll::Ready(Ok(()))
-                }
-                Ok(Advance::NeedInput | Advance::Written) => {
-                    // Records rustls answered on its own (a key update) leave now if they can.
-                    if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-                        return Poll::Ready(Err(e));
+            match this.open_next() {
+                Ok(true) => {}
+                Ok(false) if delivered => return Poll::Ready(Ok(())),
+                Ok(false) => {
+                    // Records answered on our own (a key update) leave now if they can.
+                    if this.t.outgoing.is_pending() {
+                        if let Poll::Ready(Err(e)) = this.t.poll_send(cx) {
+                            return Poll::Ready(Err(e));
+                        }
                     }
-                    if this.eof {
+                    if this.t.eof {
                         return Poll::Ready(Err(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
                             "the peer closed the connection without a TLS close_notify",
                         )));
                     }
-                    ready!(this.poll_receive(cx))?;
+                    ready!(this.t.poll_receive(cx, MAX_INCOMING))?;
                 }
                 Err(e) => {
-                    this.send_alert(cx);
+                    let e = this.fail(cx, e);
+                    if delivered {
+                        return Poll::Ready(Ok(()));
+                    }
                     return Poll::Ready(Err(e));
                 }
             }
@@ -602,7 +616,8 @@ where
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_plain(cx, data)
+        self.get_mut()
+            .poll_write_slices(cx, &[io::IoSlice::new(data)])
     }
 
     fn poll_write_vectored(
@@ -610,27 +625,7 @@ where
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let mut nonempty = bufs.iter().filter(|b| !b.is_empty());
-        let first = nonempty.next();
-        if nonempty.next().is_none() {
-            return this.poll_write_plain(cx, first.map_or(&[][..], |b| &b[..]));
-        }
-        // Several slices (a head and its body): one record instead of one per slice.
-        let mut gather = std::mem::take(&mut this.gather);
-        gather.clear();
-        for b in bufs {
-            let n = b.len().min(MAX_WRITE - gather.len());
-            gather.extend_from_slice(&b[..n]);
-            if gather.len() == MAX_WRITE {
-                break;
-            }
-        }
-        let result = this.poll_write_plain(cx, &gather);
-        if gather.capacity() <= KEEP_BUFFER {
-            this.gather = gather;
-        }
-        result
+        self.get_mut().poll_write_slices(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -639,29 +634,28 @@ where
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_send(cx))?;
-        Pin::new(&mut this.io).poll_flush(cx)
+        ready!(this.t.poll_send(cx))?;
+        Pin::new(&mut this.t.io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.close_queued {
-            ready!(this.poll_send(cx))?;
-            // Plaintext still arriving is set aside until rustls is ready to encrypt; once
-            // closed, or broken, there is no alert to send.
-            while let Ok(Advance::Readable | Advance::PeerClosed) =
-                this.advance(Out::CloseNotify, None)
-            {}
+        if !this.close_queued && !this.failed {
+            ready!(this.t.poll_send(cx))?;
+            if let Err(e) = this.seal_record(ContentType::Alert, &[ALERT_WARNING, 0]) {
+                return Poll::Ready(Err(this.fail(cx, e)));
+            }
             this.close_queued = true;
         }
-        ready!(this.poll_send(cx))?;
-        Pin::new(&mut this.io).poll_shutdown(cx)
+        ready!(this.t.poll_send(cx))?;
+        Pin::new(&mut this.t.io).poll_shutdown(cx)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::KEEP_BUFFER;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     use rustls::SupportedProtocolVersion;
     use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt, DuplexStream};
@@ -697,6 +691,7 @@ mod tests {
             )
             .unwrap();
         cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        cfg.enable_secret_extraction = true;
         Arc::new(cfg)
     }
 
@@ -713,6 +708,7 @@ mod tests {
             .with_root_certificates(roots)
             .with_no_client_auth();
         cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        cfg.enable_secret_extraction = true;
         Arc::new(cfg)
     }
 
@@ -978,13 +974,13 @@ mod tests {
         let (got, ()) = tokio::join!(reader, writer);
         assert!(got == data);
         assert!(
-            client.outgoing.len() <= KEEP_BUFFER,
+            client.t.outgoing.buffer_len() <= KEEP_BUFFER,
             "{}",
-            client.outgoing.len()
+            client.t.outgoing.buffer_len()
         );
         client.write_all(b"small").await.unwrap();
         client.flush().await.unwrap();
-        assert!(client.outgoing.len() <= KEEP_BUFFER);
+        assert!(client.t.outgoing.buffer_len() <= KEEP_BUFFER);
         let mut small = [0u8; 5];
         server.read_exact(&mut small).await.unwrap();
         assert_eq!(&small, b"small");
@@ -1066,5 +1062,155 @@ mod tests {
             .err()
             .expect("plain HTTP accepted as TLS");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+    /// Writes `msg` on `w` and reads as many bytes back from `r`.
+    async fn round_trip<W, R>(w: &mut W, r: &mut R, msg: &[u8])
+    where
+        W: AsyncWrite + Unpin,
+        R: AsyncRead + Unpin,
+    {
+        w.write_all(msg).await.unwrap();
+        w.flush().await.unwrap();
+        let mut got = vec![0u8; msg.len()];
+        r.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, msg);
+    }
+
+    #[tokio::test]
+    async fn key_updates_a_peer_asks_for_are_followed_and_answered() {
+        let id = identity();
+
+        // tokio-rustls's client updates its keys and asks ours to follow.
+        let (a, b) = duplex(1 << 16);
+        let connector = tokio_rustls::TlsConnector::from(client_config(&id, TLS13, &[]));
+        let (server, client) = tokio::join!(
+            accept(server_config(&id, TLS13, &[]), a),
+            connector.connect(localhost(), b)
+        );
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        for i in 0..3u8 {
+            client.get_mut().1.refresh_traffic_keys().unwrap();
+            let msg = vec![i; 20_000];
+            // The peer's new key opens what it sends; our new key seals what it reads.
+            round_trip(&mut client, &mut server, &msg).await;
+            round_trip(&mut server, &mut client, &msg).await;
+            // Our reply went out under a fresh key: two records since the update.
+            assert_eq!(server.tx.seq(), 2);
+        }
+
+        // tokio-rustls's server does the same to our client.
+        let (a, b) = duplex(1 << 16);
+        let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, TLS13, &[]));
+        let (server, client) = tokio::join!(
+            acceptor.accept(a),
+            connect(client_config(&id, TLS13, &[]), localhost(), b)
+        );
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        for i in 0..3u8 {
+            server.get_mut().1.refresh_traffic_keys().unwrap();
+            let msg = vec![i; 1000];
+            round_trip(&mut server, &mut client, &msg).await;
+            round_trip(&mut client, &mut server, &msg).await;
+            assert_eq!(client.tx.seq(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_wearing_out_is_replaced_by_a_key_update() {
+        let id = identity();
+        let (a, b) = duplex(1 << 16);
+        let connector = tokio_rustls::TlsConnector::from(client_config(&id, TLS13, &[]));
+        let (server, client) = tokio::join!(
+            accept(server_config(&id, TLS13, &[]), a),
+            connector.connect(localhost(), b)
+        );
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        // Pretend the cipher allows five records per key.
+        server.tx_limit = 5;
+        let data = payload(200_000, 31);
+        let mut seqs = Vec::new();
+        for chunk in data.chunks(10_000) {
+            round_trip(&mut server, &mut client, chunk).await;
+            seqs.push(server.tx.seq());
+        }
+        assert!(seqs.iter().all(|&s| s < 5), "{seqs:?}");
+        // The peer took every key update: data still flows both ways.
+        round_trip(&mut client, &mut server, b"still there").await;
+    }
+
+    #[tokio::test]
+    async fn session_tickets_sent_after_the_handshake_resume_the_next_one() {
+        let id = identity();
+        let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, TLS13, &[]));
+        let client_cfg = client_config(&id, TLS13, &[]);
+        for expected in [HandshakeKind::Full, HandshakeKind::Resumed] {
+            let (a, b) = duplex(1 << 16);
+            let (server, client) = tokio::join!(
+                acceptor.accept(a),
+                connect(client_cfg.clone(), localhost(), b)
+            );
+            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            assert_eq!(client.get_ref().1.handshake_kind(), Some(expected));
+            // The tickets come after the handshake, ahead of the server's first data.
+            round_trip(&mut client, &mut server, b"ping").await;
+            round_trip(&mut server, &mut client, b"pong").await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tampered_record_fails_and_the_sender_hears_why() {
+        let id = identity();
+        for versions in [TLS13, TLS12] {
+            let (server, client) = handshake(
+                server_config(&id, versions, &[]),
+                client_config(&id, versions, &[]),
+                1 << 16,
+            )
+            .await;
+            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            round_trip(&mut client, &mut server, b"first").await;
+            client.seal_data(&[io::IoSlice::new(b"second")], 6).unwrap();
+            // Flip a ciphertext bit of the queued record.
+            client.t.outgoing.flip_last_byte_for_test();
+            client.flush().await.unwrap();
+            let mut buf = [0u8; 16];
+            let err = server.read(&mut buf).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+            assert!(err.to_string().contains("decrypt"), "{err}");
+            // The server sent bad_record_mac; the client's next read ends with it.
+            let err = client.read(&mut buf).await.unwrap_err();
+            assert!(err.to_string().contains("BadRecordMac"), "{err}");
+            // Neither side goes on.
+            assert!(server.write_all(b"x").await.is_err());
+        }
+    }
+
+    #[tokio::test]
+    async fn close_notify_ends_the_stream_in_both_versions() {
+        let id = identity();
+        for versions in [TLS13, TLS12] {
+            let (server, client) = handshake(
+                server_config(&id, versions, &[]),
+                client_config(&id, versions, &[]),
+                1 << 16,
+            )
+            .await;
+            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            assert_eq!(
+                client.get_ref().1.protocol_version(),
+                if versions == TLS13 {
+                    ProtocolVersion::TLSv1_3
+                } else {
+                    ProtocolVersion::TLSv1_2
+                }
+            );
+            client.write_all(b"last words").await.unwrap();
+            client.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, b"last words");
+            // Writing after our close_notify is refused.
+            assert!(client.write_all(b"more").await.is_err());
+        }
     }
 }

@@ -1,0 +1,480 @@
+//! TLS record protection after the handshake (RFC 8446 §5, RFC 5246 §6.2.3.3, RFC 7905).
+//!
+//! rustls runs the handshake and hands over the traffic secrets (its `kernel` API); from
+//! then on [`RecordKey`] seals and opens application records itself, in place in the
+//! stream's buffers, with aws-lc-rs's AEADs. rustls 0.23 allocates and copies every record it
+//! protects; this does neither.
+//!
+//! Nonces are the IV XORed with the record's sequence number, as both RFCs define; a key is
+//! only ever used with increasing sequence numbers, and a direction refuses to go on before
+//! its number would wrap.
+
+use std::ops::Range;
+
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
+use aws_lc_rs::aead::{CHACHA20_POLY1305, NONCE_LEN};
+use rustls::{AlertDescription, ConnectionTrafficSecrets, ContentType, ProtocolVersion};
+
+/// Length of a record header: type, legacy version, length.
+pub(crate) const HEADER_LEN: usize = 5;
+/// Most plaintext one record carries.
+pub(crate) const MAX_PLAINTEXT: usize = 1 << 14;
+/// Most ciphertext a TLS 1.2 record may carry (TLS 1.3 allows less).
+pub(crate) const MAX_CIPHERTEXT: usize = MAX_PLAINTEXT + 2048;
+/// TLS 1.3's bound on a record's ciphertext.
+const MAX_CIPHERTEXT_TLS13: usize = MAX_PLAINTEXT + 256;
+const TAG_LEN: usize = 16;
+/// Length of the explicit nonce that TLS 1.2's AES-GCM suites put in front of each record.
+const EXPLICIT_NONCE_LEN: usize = 8;
+/// A direction stops here, well before its sequence number could wrap (rustls's soft limit).
+const SEQ_LIMIT: u64 = 0xffff_ffff_ffff_0000;
+/// The record version every record after the handshake carries.
+const LEGACY_VERSION: [u8; 2] = [0x03, 0x03];
+
+/// The protocol version records are protected for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Version {
+    Tls12,
+    Tls13,
+}
+
+impl Version {
+    /// The version rustls negotiated, or `None` for one without a record layer here.
+    pub(crate) fn of(v: ProtocolVersion) -> Option<Self> {
+        match v {
+            ProtocolVersion::TLSv1_2 => Some(Version::Tls12),
+            ProtocolVersion::TLSv1_3 => Some(Version::Tls13),
+            _ => None,
+        }
+    }
+}
+
+/// Why a record could not be opened or sealed: the alert the peer should get (none when
+/// the peer's own fatal alert ended the connection) and what went wrong.
+#[derive(Debug)]
+pub(crate) struct RecordError {
+    pub(crate) alert: Option<AlertDescription>,
+    pub(crate) message: String,
+}
+
+impl RecordError {
+    pub(crate) fn new(alert: AlertDescription, message: impl Into<String>) -> Self {
+        RecordError {
+            alert: Some(alert),
+            message: message.into(),
+        }
+    }
+}
+
+/// The AEADs records are protected with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Aead {
+    Aes128Gcm,
+    Aes256Gcm,
+    Chacha20Poly1305,
+}
+
+/// The key, IV and sequence number of one direction of a connection.
+pub(crate) struct RecordKey {
+    key: LessSafeKey,
+    iv: [u8; NONCE_LEN],
+    seq: u64,
+    version: Version,
+    /// TLS 1.2 with AES-GCM: each record carries an explicit nonce.
+    explicit_nonce: bool,
+}
+
+impl RecordKey {
+    /// Builds one direction from the secrets rustls extracted (or derived at a key update),
+    /// starting at sequence number `seq`. Fails for a cipher suite without a sealer here.
+    pub(crate) fn new(
+        version: Version,
+        seq: u64,
+        secrets: &ConnectionTrafficSecrets,
+    ) -> Result<Self, RecordError> {
+        let (aead, key, iv) = match secrets {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (Aead::Aes128Gcm, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (Aead::Aes256Gcm, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (Aead::Chacha20Poly1305, key, iv)
+            }
+            _ => {
+                return Err(RecordError::new(
+                    AlertDescription::InternalError,
+                    "the negotiated cipher suite has no record protection here",
+                ))
+            }
+        };
+        Self::from_parts(version, seq, aead, key.as_ref(), iv.as_ref())
+    }
+
+    fn from_parts(
+        version: Version,
+        seq: u64,
+        aead: Aead,
+        key: &[u8],
+        iv: &[u8],
+    ) -> Result<Self, RecordError> {
+        let internal = |what: &str| {
+            RecordError::new(
+                AlertDescription::InternalError,
+                format!("bad traffic secret: {what}"),
+            )
+        };
+        let alg = match aead {
+            Aead::Aes128Gcm => &AES_128_GCM,
+            Aead::Aes256Gcm => &AES_256_GCM,
+            Aead::Chacha20Poly1305 => &CHACHA20_POLY1305,
+        };
+        let key = UnboundKey::new(alg, key).map_err(|_| internal("key"))?;
+        let iv: [u8; NONCE_LEN] = iv.try_into().map_err(|_| internal("IV"))?;
+        Ok(RecordKey {
+            key: LessSafeKey::new(key),
+            iv,
+            seq: seq_checked(seq)?,
+            version,
+            explicit_nonce: version == Version::Tls12 && aead != Aead::Chacha20Poly1305,
+        })
+    }
+
+    /// The sequence number of the next record.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Bytes of a record in front of its plaintext: the header and, for TLS 1.2's AES-GCM,
+    /// the explicit nonce.
+    pub(crate) fn prefix_len(&self) -> usize {
+        HEADER_LEN
+            + if self.explicit_nonce {
+                EXPLICIT_NONCE_LEN
+            } else {
+                0
+            }
+    }
+
+    /// Bytes of a record after its plaintext: the tag and, in TLS 1.3, the inner content type.
+    pub(crate) fn suffix_len(&self) -> usize {
+        TAG_LEN + usize::from(self.version == Version::Tls13)
+    }
+
+    fn nonce(&self) -> [u8; NONCE_LEN] {
+        let mut nonce = self.iv;
+        for (n, s) in nonce[NONCE_LEN - 8..]
+            .iter_mut()
+            .zip(self.seq.to_be_bytes())
+        {
+            *n ^= s;
+        }
+        nonce
+    }
+
+    /// TLS 1.2's additional data: sequence number, type, version and plaintext length.
+    fn aad12(&self, typ: u8, len: usize) -> [u8; 13] {
+        let mut aad = [0u8; 13];
+        aad[..8].copy_from_slice(&self.seq.to_be_bytes());
+        aad[8] = typ;
+        aad[9..11].copy_from_slice(&LEGACY_VERSION);
+        aad[11..].copy_from_slice(&(len as u16).to_be_bytes());
+        aad
+    }
+
+    /// Seals one record of content type `typ` in place. `record` is the whole record:
+    /// [`prefix_len`](Self::prefix_len) bytes, then the plaintext (at most
+    /// [`MAX_PLAINTEXT`]), then [`suffix_len`](Self::suffix_len) bytes; the header, nonce,
+    /// inner type and tag are written here.
+    pub(crate) fn seal(&mut self, typ: ContentType, record: &mut [u8]) -> Result<(), RecordError> {
+        let fail = || RecordError::new(AlertDescription::InternalError, "sealing a record failed");
+        seq_checked(self.seq)?;
+        let prefix = self.prefix_len();
+        let body_len = record.len() - HEADER_LEN;
+        let plain_len = record.len() - prefix - self.suffix_len();
+        debug_assert!(plain_len <= MAX_PLAINTEXT);
+        let nonce = self.nonce();
+        let typ = u8::from(typ);
+        record[1..3].copy_from_slice(&LEGACY_VERSION);
+        record[3..5].copy_from_slice(&(body_len as u16).to_be_bytes());
+        let tag_at = record.len() - TAG_LEN;
+        let tag = match self.version {
+            Version::Tls13 => {
+                record[0] = u8::from(ContentType::ApplicationData);
+                record[prefix + plain_len] = typ;
+                let (header, rest) = record.split_at_mut(HEADER_LEN);
+                self.key
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(&*header),
+                        &mut rest[..plain_len + 1],
+                    )
+                    .map_err(|_| fail())?
+            }
+            Version::Tls12 => {
+                record[0] = typ;
+                if self.explicit_nonce {
+                    record[HEADER_LEN..prefix].copy_from_slice(&nonce[NONCE_LEN - 8..]);
+                }
+                self.key
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(self.aad12(typ, plain_len)),
+                        &mut record[prefix..tag_at],
+                    )
+                    .map_err(|_| fail())?
+            }
+        };
+        record[tag_at..].copy_from_slice(tag.as_ref());
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Opens the record `record` (header included, exactly as long as its header says) in
+    /// place. Returns its content type and where its plaintext now lies within `record`.
+    pub(crate) fn open(
+        &mut self,
+        record: &mut [u8],
+    ) -> Result<(ContentType, Range<usize>), RecordError> {
+        let bad_mac =
+            || RecordError::new(AlertDescription::BadRecordMac, "record failed to decrypt");
+        seq_checked(self.seq)?;
+        let outer = record[0];
+        let nonce = self.nonce();
+        let (typ, plain) = match self.version {
+            Version::Tls13 => {
+                if outer != u8::from(ContentType::ApplicationData) {
+                    return Err(RecordError::new(
+                        AlertDescription::UnexpectedMessage,
+                        format!("unprotected record of type {outer} after the handshake"),
+                    ));
+                }
+                if record.len() - HEADER_LEN > MAX_CIPHERTEXT_TLS13 {
+                    return Err(RecordError::new(
+                        AlertDescription::RecordOverflow,
+                        "record longer than TLS 1.3 allows",
+                    ));
+                }
+                let (header, body) = record.split_at_mut(HEADER_LEN);
+                let inner = self
+                    .key
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(&*header),
+                        body,
+                    )
+                    .map_err(|_| bad_mac())?;
+                // The inner content type is the last byte that is not padding.
+                let Some(at) = inner.iter().rposition(|&b| b != 0) else {
+                    return Err(RecordError::new(
+                        AlertDescription::UnexpectedMessage,
+                        "record without a content type",
+                    ));
+                };
+                (inner[at], HEADER_LEN..HEADER_LEN + at)
+            }
+            Version::Tls12 => {
+                let prefix = self.prefix_len();
+                if record.len() < prefix + TAG_LEN {
+                    return Err(bad_mac());
+                }
+                let plain_len = record.len() - prefix - TAG_LEN;
+                let mut nonce = nonce;
+                if self.explicit_nonce {
+                    nonce[NONCE_LEN - 8..].copy_from_slice(&record[HEADER_LEN..prefix]);
+                }
+                let aad = self.aad12(outer, plain_len);
+                self.key
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(aad),
+                        &mut record[prefix..],
+                    )
+                    .map_err(|_| bad_mac())?;
+                (outer, prefix..prefix + plain_len)
+            }
+        };
+        if plain.len() > MAX_PLAINTEXT {
+            return Err(RecordError::new(
+                AlertDescription::RecordOverflow,
+                "record plaintext longer than 2^14 bytes",
+            ));
+        }
+        self.seq += 1;
+        Ok((ContentType::from(typ), plain))
+    }
+}
+
+fn seq_checked(seq: u64) -> Result<u64, RecordError> {
+    if seq >= SEQ_LIMIT {
+        return Err(RecordError::new(
+            AlertDescription::InternalError,
+            "record sequence number exhausted",
+        ));
+    }
+    Ok(seq)
+}
+
+/// The length a record's header announces, once `bytes` holds the header. Fails when it is
+/// more than any record may carry.
+pub(crate) fn announced_len(bytes: &[u8]) -> Result<Option<usize>, RecordError> {
+    if bytes.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
+    if len > MAX_CIPHERTEXT {
+        return Err(RecordError::new(
+            AlertDescription::RecordOverflow,
+            "record longer than TLS allows",
+        ));
+    }
+    Ok(Some(HEADER_LEN + len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(version: Version, seq: u64, kind: u8) -> RecordKey {
+        let (aead, len) = match kind {
+            0 => (Aead::Aes128Gcm, 16),
+            1 => (Aead::Aes256Gcm, 32),
+            _ => (Aead::Chacha20Poly1305, 32),
+        };
+        RecordKey::from_parts(version, seq, aead, &vec![kind + 1; len], &[7; 12]).unwrap()
+    }
+
+    fn seal(key: &mut RecordKey, typ: ContentType, plain: &[u8]) -> Vec<u8> {
+        let mut record = vec![0u8; key.prefix_len() + plain.len() + key.suffix_len()];
+        let p = key.prefix_len();
+        record[p..p + plain.len()].copy_from_slice(plain);
+        key.seal(typ, &mut record).unwrap();
+        record
+    }
+
+    #[test]
+    fn records_round_trip_in_every_version_and_suite() {
+        for version in [Version::Tls12, Version::Tls13] {
+            for kind in 0..3 {
+                let mut tx = key(version, 5, kind);
+                let mut rx = key(version, 5, kind);
+                for (i, len) in [0usize, 1, 100, MAX_PLAINTEXT].into_iter().enumerate() {
+                    let plain: Vec<u8> = (0..len).map(|b| (b * 31 + i) as u8).collect();
+                    let typ = if i == 1 {
+                        ContentType::Alert
+                    } else {
+                        ContentType::ApplicationData
+                    };
+                    let mut record = seal(&mut tx, typ, &plain);
+                    assert_eq!(
+                        announced_len(&record).unwrap(),
+                        Some(record.len()),
+                        "{version:?}"
+                    );
+                    if version == Version::Tls13 {
+                        assert_eq!(record[0], 23, "TLS 1.3 hides the type");
+                    } else {
+                        assert_eq!(record[0], u8::from(typ));
+                    }
+                    let p = tx.prefix_len();
+                    if len > 0 {
+                        assert_ne!(&record[p..p + len], &plain[..], "not encrypted");
+                    }
+                    let (got, range) = rx.open(&mut record).unwrap();
+                    assert_eq!(got, typ);
+                    assert_eq!(&record[range], &plain[..]);
+                }
+                assert_eq!(tx.seq(), 9);
+                assert_eq!(rx.seq(), 9);
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_byte_or_a_replayed_record_fails_to_open() {
+        for version in [Version::Tls12, Version::Tls13] {
+            let mut tx = key(version, 0, 0);
+            let record = seal(&mut tx, ContentType::ApplicationData, b"hello world");
+            for at in 0..record.len() {
+                if (1..5).contains(&at) && version == Version::Tls12 {
+                    continue; // the version and length fields are not in TLS 1.2's data
+                }
+                let mut rx = key(version, 0, 0);
+                let mut bad = record.clone();
+                bad[at] ^= 0x40;
+                assert!(rx.open(&mut bad).is_err(), "{version:?} byte {at}");
+            }
+            // Sequence numbers are part of the nonce: the same record a second time fails.
+            let mut rx = key(version, 0, 0);
+            assert!(rx.open(&mut record.clone()).is_ok());
+            let err = rx.open(&mut record.clone()).unwrap_err();
+            assert_eq!(err.alert, Some(AlertDescription::BadRecordMac));
+        }
+    }
+
+    /// A TLS 1.3 record whose inner plaintext (content, type, padding) is `inner`.
+    fn raw13(tx: &mut RecordKey, inner: &[u8]) -> Vec<u8> {
+        let mut record = vec![0u8; HEADER_LEN + inner.len() + TAG_LEN];
+        record[0] = 23;
+        record[1..3].copy_from_slice(&LEGACY_VERSION);
+        record[3..5].copy_from_slice(&((inner.len() + TAG_LEN) as u16).to_be_bytes());
+        let (header, body) = record.split_at_mut(HEADER_LEN);
+        body[..inner.len()].copy_from_slice(inner);
+        let tag = tx
+            .key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(tx.nonce()),
+                Aad::from(&*header),
+                &mut body[..inner.len()],
+            )
+            .unwrap();
+        body[inner.len()..].copy_from_slice(tag.as_ref());
+        tx.seq += 1;
+        record
+    }
+
+    #[test]
+    fn tls13_padding_is_stripped_and_a_missing_type_is_refused() {
+        let mut tx = key(Version::Tls13, 0, 2);
+        let mut rx = key(Version::Tls13, 0, 2);
+        let mut record = raw13(&mut tx, b"h\0i\x16\0\0\0\0");
+        let (typ, range) = rx.open(&mut record).unwrap();
+        assert_eq!(typ, ContentType::Handshake);
+        assert_eq!(&record[range], b"h\0i");
+        let mut record = raw13(&mut tx, &[0; 9]);
+        let err = rx.open(&mut record).unwrap_err();
+        assert_eq!(err.alert, Some(AlertDescription::UnexpectedMessage));
+    }
+
+    #[test]
+    fn oversized_and_unprotected_records_are_refused() {
+        let mut header = [23u8, 3, 3, 0, 0];
+        header[3..].copy_from_slice(&((MAX_CIPHERTEXT + 1) as u16).to_be_bytes());
+        let err = announced_len(&header).unwrap_err();
+        assert_eq!(err.alert, Some(AlertDescription::RecordOverflow));
+        assert_eq!(announced_len(&header[..4]).unwrap(), None);
+
+        let mut rx = key(Version::Tls13, 0, 0);
+        let mut ccs = vec![20u8, 3, 3, 0, 1, 1];
+        let err = rx.open(&mut ccs).unwrap_err();
+        assert_eq!(err.alert, Some(AlertDescription::UnexpectedMessage));
+
+        let mut long = vec![0u8; HEADER_LEN + MAX_CIPHERTEXT_TLS13 + 1];
+        long[0] = 23;
+        let err = rx.open(&mut long).unwrap_err();
+        assert_eq!(err.alert, Some(AlertDescription::RecordOverflow));
+    }
+
+    #[test]
+    fn a_direction_stops_before_its_sequence_number_wraps() {
+        let mut tx = key(Version::Tls13, SEQ_LIMIT - 1, 0);
+        let mut record = vec![0u8; tx.prefix_len() + 1 + tx.suffix_len()];
+        assert!(tx.seal(ContentType::ApplicationData, &mut record).is_ok());
+        assert!(tx.seal(ContentType::ApplicationData, &mut record).is_err());
+        assert!(RecordKey::from_parts(
+            Version::Tls13,
+            SEQ_LIMIT,
+            Aead::Aes128Gcm,
+            &[0; 16],
+            &[0; 12]
+        )
+        .is_err());
+    }
+}
