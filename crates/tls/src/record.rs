@@ -477,4 +477,41 @@ mod tests {
         )
         .is_err());
     }
+
+    proptest::proptest! {
+        /// Whatever arrives, opening either fails or yields exactly what was sealed; it never
+        /// panics, and a forged or damaged record never opens.
+        #[test]
+        fn arbitrary_records_never_open(
+            tls13 in proptest::bool::ANY,
+            kind in 0u8..3,
+            typ in proptest::num::u8::ANY,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+        ) {
+            let version = if tls13 { Version::Tls13 } else { Version::Tls12 };
+            let mut rx = key(version, 0, kind);
+            let mut record = vec![typ, 3, 3];
+            record.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            record.extend_from_slice(&body);
+            proptest::prop_assert_eq!(announced_len(&record).unwrap(), Some(record.len()));
+            proptest::prop_assert!(rx.open(&mut record).is_err());
+        }
+
+        #[test]
+        fn damaged_records_never_open(
+            tls13 in proptest::bool::ANY,
+            kind in 0u8..3,
+            plain in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            at in proptest::num::usize::ANY,
+            bit in 0u8..8,
+        ) {
+            let version = if tls13 { Version::Tls13 } else { Version::Tls12 };
+            let mut tx = key(version, 9, kind);
+            let mut record = seal(&mut tx, ContentType::ApplicationData, &plain);
+            let at = HEADER_LEN + at % (record.len() - HEADER_LEN);
+            record[at] ^= 1 << bit;
+            let mut rx = key(version, 9, kind);
+            proptest::prop_assert!(rx.open(&mut record).is_err());
+        }
+    }
 }

@@ -1213,4 +1213,75 @@ mod tests {
             assert!(client.write_all(b"more").await.is_err());
         }
     }
+
+    #[tokio::test]
+    async fn whatever_an_authenticated_peer_sends_after_the_handshake_ends_cleanly() {
+        let id = identity();
+        let mut rng = Rng(77);
+        let (mut ended, mut failed) = (0, 0);
+        for i in 0..120 {
+            let versions = if i % 3 == 0 { TLS12 } else { TLS13 };
+            let (server, client) = handshake(
+                server_config(&id, versions, &[]),
+                client_config(&id, versions, &[]),
+                1 << 16,
+            )
+            .await;
+            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            // A burst of records of any type, with random or message-shaped plaintext.
+            for _ in 0..1 + rng.below(4) {
+                let typ = [
+                    ContentType::Handshake,
+                    ContentType::Alert,
+                    ContentType::ApplicationData,
+                    ContentType::ChangeCipherSpec,
+                    ContentType::Unknown(99),
+                ][rng.below(5)];
+                let mut plain: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
+                if typ == ContentType::Handshake && plain.len() >= 4 && rng.below(2) == 0 {
+                    // A message header: a type that may come after a handshake, and a length
+                    // that may or may not fit.
+                    plain[0] = [4u8, 24, 0, 1, 13, 20][rng.below(6)];
+                    plain[1] = 0;
+                    plain[2] = 0;
+                    plain[3] = rng.below(plain.len()) as u8;
+                }
+                server.seal_record(typ, &plain).unwrap();
+            }
+            server
+                .seal_record(ContentType::ApplicationData, b"end")
+                .unwrap();
+            server.flush().await.unwrap();
+            // The client reads through to the end, or fails: it neither hangs nor panics.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 256];
+            let read = async {
+                loop {
+                    match client.read(&mut buf).await {
+                        Ok(0) => return Ok(()),
+                        Ok(n) => {
+                            got.extend_from_slice(&buf[..n]);
+                            if got.ends_with(b"end") {
+                                return Ok(());
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), read)
+                .await
+                .expect("the client hung");
+            if outcome.is_err() {
+                // A failed connection stays failed.
+                assert!(client.read(&mut buf).await.is_err());
+                assert!(client.write_all(b"x").await.is_err());
+                failed += 1;
+            } else {
+                ended += 1;
+            }
+        }
+        // Both ways out were taken.
+        assert!(ended >= 3 && failed >= 10, "{ended} ended, {failed} failed");
+    }
 }
