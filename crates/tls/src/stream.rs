@@ -55,6 +55,10 @@ const MAX_KEY_UPDATES: u8 = 32;
 /// refused with a warning).
 const MAX_WARNING_ALERTS: u8 = 4;
 const MAX_RENEGOTIATION_REQUESTS: u8 = 1;
+/// Records a TLS 1.2 connection keeps in hand before its confidentiality limit: below this
+/// margin it is no longer offered for reuse, so that no request starts on a connection that must
+/// close under it.
+const TLS12_RETIRE_MARGIN: u64 = 1 << 12;
 /// The TLS 1.3 KeyUpdate message that does not ask the peer to update its keys.
 const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
 const ALERT_WARNING: u8 = 1;
@@ -229,6 +233,18 @@ where
         (&self.t.io, &self.session)
     }
 
+    /// True while the connection can take another request and its answer: it has not failed
+    /// or been closed, and a TLS 1.2 connection is not near its cipher's confidentiality limit
+    /// (TLS 1.2 has no key update; at the limit the connection is closed). A pool asks this
+    /// before it reuses a connection.
+    pub fn can_carry_more(&self) -> bool {
+        !self.failed
+            && !self.close_queued
+            && !self.peer_closed
+            && (self.version == Version::Tls13
+                || self.tx.seq().saturating_add(TLS12_RETIRE_MARGIN) < self.tx_limit)
+    }
+
     /// Seals one record of type `typ` carrying `plain` (at most one record's worth) into the
     /// outgoing queue.
     fn seal_record(&mut self, typ: ContentType, plain: &[u8]) -> Result<(), RecordError> {
@@ -336,14 +352,11 @@ where
             if let Some(alert) = e.alert {
                 if !self.close_queued {
                     self.close_queued = true;
-                    if self
-                        .seal_record(ContentType::Alert, &[ALERT_FATAL, u8::from(alert)])
-                        .is_ok()
-                    {
-                        let _ = self.t.poll_send(cx);
-                    }
+                    let _ = self.seal_record(ContentType::Alert, &[ALERT_FATAL, u8::from(alert)]);
                 }
             }
+            // The alert, or the close_notify queued before the error, leaves now if it can.
+            let _ = self.t.poll_send(cx);
         }
         record_io_error(e)
     }
@@ -1283,5 +1296,42 @@ mod tests {
         }
         // Both ways out were taken.
         assert!(ended >= 3 && failed >= 10, "{ended} ended, {failed} failed");
+    }
+
+    #[tokio::test]
+    async fn a_tls12_connection_near_its_limit_is_retired_before_it_must_close() {
+        let id = identity();
+        let (server, client) = handshake(
+            server_config(&id, TLS12, &[]),
+            client_config(&id, TLS12, &[]),
+            1 << 16,
+        )
+        .await;
+        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        assert!(client.can_carry_more());
+        // Pretend the cipher allows a few records more than the margin.
+        client.tx_limit = client.tx.seq() + TLS12_RETIRE_MARGIN + 3;
+        for _ in 0..3 {
+            assert!(client.can_carry_more());
+            round_trip(&mut client, &mut server, b"request").await;
+        }
+        assert!(!client.can_carry_more());
+        // Writes still work up to the limit itself; then the connection closes cleanly.
+        client.tx_limit = client.tx.seq() + 1;
+        assert!(client.write_all(b"one too many").await.is_err());
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty(), "{got:?}");
+
+        // TLS 1.3 updates its key instead, and never retires for this reason.
+        let (server, client) = handshake(
+            server_config(&id, TLS13, &[]),
+            client_config(&id, TLS13, &[]),
+            1 << 16,
+        )
+        .await;
+        let (_server, mut client) = (server.unwrap(), client.unwrap());
+        client.tx_limit = 2;
+        assert!(client.can_carry_more());
     }
 }
