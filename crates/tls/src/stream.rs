@@ -854,31 +854,58 @@ mod tests {
         }
     }
 
+    type RustlsClient = tokio_rustls::client::TlsStream<DuplexStream>;
+    type RustlsServer = tokio_rustls::server::TlsStream<DuplexStream>;
+
+    /// Our server and tokio-rustls's client over a pipe of `pipe` bytes, handshake done.
+    async fn our_server_and_rustls_client(
+        server: Arc<ServerConfig>,
+        client: Arc<ClientConfig>,
+        pipe: usize,
+    ) -> (
+        TlsStream<DuplexStream, UnbufferedServerConnection>,
+        RustlsClient,
+    ) {
+        let (a, b) = duplex(pipe);
+        let connector = tokio_rustls::TlsConnector::from(client);
+        let (server, client) = tokio::join!(accept(server, a), connector.connect(localhost(), b));
+        (server.unwrap(), client.unwrap())
+    }
+
+    /// tokio-rustls's server and our client over a pipe of `pipe` bytes, handshake done.
+    async fn rustls_server_and_our_client(
+        acceptor: &tokio_rustls::TlsAcceptor,
+        client: Arc<ClientConfig>,
+        pipe: usize,
+    ) -> (
+        RustlsServer,
+        TlsStream<DuplexStream, UnbufferedClientConnection>,
+    ) {
+        let (a, b) = duplex(pipe);
+        let (server, client) = tokio::join!(acceptor.accept(a), connect(client, localhost(), b));
+        (server.unwrap(), client.unwrap())
+    }
+
     #[tokio::test]
     async fn talks_to_tokio_rustls_on_either_side() {
         let id = identity();
         let data = payload(100_000, 3);
 
         // Our server, tokio-rustls's client.
-        let (a, b) = duplex(4096);
-        let connector = tokio_rustls::TlsConnector::from(client_config(&id, TLS13, &[b"h2"]));
-        let (server, client) = tokio::join!(
-            accept(server_config(&id, TLS13, &[b"h2", b"http/1.1"]), a),
-            connector.connect(localhost(), b)
-        );
-        let (server, client) = (server.unwrap(), client.unwrap());
+        let (server, client) = our_server_and_rustls_client(
+            server_config(&id, TLS13, &[b"h2", b"http/1.1"]),
+            client_config(&id, TLS13, &[b"h2"]),
+            4096,
+        )
+        .await;
         assert_eq!(server.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         let (got, ()) = tokio::join!(send_and_read_echo(client, data.clone(), 5), echo(server, 6));
         assert!(got == data);
 
         // tokio-rustls's server, our client.
-        let (a, b) = duplex(4096);
         let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, TLS12, &[]));
-        let (server, client) = tokio::join!(
-            acceptor.accept(a),
-            connect(client_config(&id, TLS12, &[]), localhost(), b)
-        );
-        let (server, client) = (server.unwrap(), client.unwrap());
+        let (server, client) =
+            rustls_server_and_our_client(&acceptor, client_config(&id, TLS12, &[]), 4096).await;
         let (got, ()) = tokio::join!(send_and_read_echo(client, data.clone(), 8), echo(server, 9));
         assert!(got == data);
     }
@@ -1094,13 +1121,12 @@ mod tests {
         let id = identity();
 
         // tokio-rustls's client updates its keys and asks ours to follow.
-        let (a, b) = duplex(1 << 16);
-        let connector = tokio_rustls::TlsConnector::from(client_config(&id, TLS13, &[]));
-        let (server, client) = tokio::join!(
-            accept(server_config(&id, TLS13, &[]), a),
-            connector.connect(localhost(), b)
-        );
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) = our_server_and_rustls_client(
+            server_config(&id, TLS13, &[]),
+            client_config(&id, TLS13, &[]),
+            1 << 16,
+        )
+        .await;
         for i in 0..3u8 {
             client.get_mut().1.refresh_traffic_keys().unwrap();
             let msg = vec![i; 20_000];
@@ -1112,13 +1138,9 @@ mod tests {
         }
 
         // tokio-rustls's server does the same to our client.
-        let (a, b) = duplex(1 << 16);
         let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, TLS13, &[]));
-        let (server, client) = tokio::join!(
-            acceptor.accept(a),
-            connect(client_config(&id, TLS13, &[]), localhost(), b)
-        );
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) =
+            rustls_server_and_our_client(&acceptor, client_config(&id, TLS13, &[]), 1 << 16).await;
         for i in 0..3u8 {
             server.get_mut().1.refresh_traffic_keys().unwrap();
             let msg = vec![i; 1000];
@@ -1131,13 +1153,12 @@ mod tests {
     #[tokio::test]
     async fn a_key_wearing_out_is_replaced_by_a_key_update() {
         let id = identity();
-        let (a, b) = duplex(1 << 16);
-        let connector = tokio_rustls::TlsConnector::from(client_config(&id, TLS13, &[]));
-        let (server, client) = tokio::join!(
-            accept(server_config(&id, TLS13, &[]), a),
-            connector.connect(localhost(), b)
-        );
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) = our_server_and_rustls_client(
+            server_config(&id, TLS13, &[]),
+            client_config(&id, TLS13, &[]),
+            1 << 16,
+        )
+        .await;
         // Pretend the cipher allows five records per key.
         server.tx_limit = 5;
         let data = payload(200_000, 31);
@@ -1157,12 +1178,8 @@ mod tests {
         let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, TLS13, &[]));
         let client_cfg = client_config(&id, TLS13, &[]);
         for expected in [HandshakeKind::Full, HandshakeKind::Resumed] {
-            let (a, b) = duplex(1 << 16);
-            let (server, client) = tokio::join!(
-                acceptor.accept(a),
-                connect(client_cfg.clone(), localhost(), b)
-            );
-            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            let (mut server, mut client) =
+                rustls_server_and_our_client(&acceptor, client_cfg.clone(), 1 << 16).await;
             assert_eq!(client.get_ref().1.handshake_kind(), Some(expected));
             // The tickets come after the handshake, ahead of the server's first data.
             round_trip(&mut client, &mut server, b"ping").await;
