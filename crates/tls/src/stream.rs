@@ -1351,4 +1351,66 @@ mod tests {
         client.tx_limit = 2;
         assert!(client.can_carry_more());
     }
+
+    #[tokio::test]
+    async fn every_cipher_suite_interoperates_with_rustls_records() {
+        let id = identity();
+        let suites = rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES
+            .iter()
+            .filter(|s| match s {
+                SupportedCipherSuite::Tls13(_) => true,
+                // The test certificate has an ECDSA key.
+                SupportedCipherSuite::Tls12(s) => s
+                    .sign
+                    .iter()
+                    .any(|scheme| matches!(scheme, rustls::SignatureScheme::ECDSA_NISTP256_SHA256)),
+            });
+        let mut seen = 0;
+        for (n, &suite) in suites.enumerate() {
+            let versions = match suite {
+                SupportedCipherSuite::Tls13(_) => TLS13,
+                SupportedCipherSuite::Tls12(_) => TLS12,
+            };
+            // A client that offers this suite alone.
+            let only = || {
+                let provider = rustls::crypto::CryptoProvider {
+                    cipher_suites: vec![suite],
+                    ..crate::provider()
+                };
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add(id.cert.clone()).unwrap();
+                let mut cfg = ClientConfig::builder_with_provider(Arc::new(provider))
+                    .with_protocol_versions(versions)
+                    .unwrap()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                cfg.enable_secret_extraction = true;
+                Arc::new(cfg)
+            };
+            let data = payload(50_000, n as u64 + 40);
+
+            let (server, client) =
+                our_server_and_rustls_client(server_config(&id, versions, &[]), only(), 4096).await;
+            assert_eq!(server.get_ref().1.negotiated_cipher_suite(), suite);
+            let (got, ()) = tokio::join!(
+                send_and_read_echo(client, data.clone(), n as u64),
+                echo(server, 1)
+            );
+            assert!(got == data, "{suite:?}, our server");
+
+            let acceptor = tokio_rustls::TlsAcceptor::from(server_config(&id, versions, &[]));
+            let (server, client) = rustls_server_and_our_client(&acceptor, only(), 4096).await;
+            assert_eq!(client.get_ref().1.negotiated_cipher_suite(), suite);
+            let (got, ()) = tokio::join!(
+                send_and_read_echo(client, data.clone(), n as u64),
+                echo(server, 2)
+            );
+            assert!(got == data, "{suite:?}, our client");
+            seen += 1;
+        }
+        assert_eq!(
+            seen, 6,
+            "three TLS 1.3 suites and three ECDSA TLS 1.2 suites"
+        );
+    }
 }
