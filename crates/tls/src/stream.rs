@@ -1,8 +1,8 @@
 //! TLS over a tokio byte stream.
 //!
-//! rustls runs the handshake, through its unbuffered API ([`crate::handshake`]). Then it hands
-//! over the traffic secrets (its `kernel` API), and the stream protects records itself with
-//! [`RecordKey`]:
+//! rustls runs the handshake, through its unbuffered API (`handshake.rs`). Then it hands over
+//! the traffic secrets (its `kernel` API), and the stream protects records itself
+//! (`record.rs`):
 //! - records arrive in one incoming buffer and are decrypted in place; a read copies their
 //!   plaintext straight into the caller's buffer;
 //! - a write seals its plaintext, in records of up to 16 KiB, in place in one outgoing buffer,
@@ -37,8 +37,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 pub use crate::handshake::Side;
 use crate::handshake::{tls_error, Handshake};
-use crate::record::MAX_PLAINTEXT;
-use crate::record::{announced_len, RecordError, RecordKey, Version, HEADER_LEN, MAX_CIPHERTEXT};
+use crate::record::{
+    announced_len, RecordError, RecordKey, Version, HEADER_LEN, MAX_CIPHERTEXT, MAX_PLAINTEXT,
+};
 use crate::transport::Transport;
 
 /// Most plaintext taken by one write call. Larger writes return a short count, which bounds
