@@ -26,8 +26,9 @@ impl Io {
     }
 
     /// True when an idle connection can still carry a request: the backend has neither closed
-    /// it nor sent anything unasked, and TLS does not have to close it soon. Costs no system call unless the socket became readable
-    /// while the connection sat in the pool (the reactor records that for free).
+    /// it nor sent anything unasked, and TLS does not have to close it soon. Costs no system
+    /// call unless the socket became readable while the connection sat in the pool (the reactor
+    /// records that for free).
     pub fn is_reusable(&mut self) -> bool {
         if let Io::Tls(s) = self {
             if !s.can_carry_more() {
