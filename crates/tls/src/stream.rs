@@ -829,18 +829,31 @@ mod tests {
         tokio::join!(accept(server, a), connect(client, localhost(), b))
     }
 
+    /// Our server and our client over a pipe of `pipe` bytes, handshake done, with the test
+    /// identity and `versions` on both sides.
+    async fn connected(
+        id: &Identity,
+        versions: &[&'static SupportedProtocolVersion],
+        pipe: usize,
+    ) -> (
+        TlsStream<DuplexStream, UnbufferedServerConnection>,
+        TlsStream<DuplexStream, UnbufferedClientConnection>,
+    ) {
+        let (server, client) = handshake(
+            server_config(id, versions, &[]),
+            client_config(id, versions, &[]),
+            pipe,
+        )
+        .await;
+        (server.unwrap(), client.unwrap())
+    }
+
     #[tokio::test]
     async fn both_sides_carry_data_each_way_over_tls13_and_tls12() {
         let id = identity();
         for (versions, seed) in [(TLS13, 7), (TLS12, 11), (TLS13, 13)] {
-            let (server, client) = handshake(
-                server_config(&id, versions, &[]),
-                client_config(&id, versions, &[]),
-                // A small pipe: writes and reads stop half way through records.
-                1000,
-            )
-            .await;
-            let (server, client) = (server.unwrap(), client.unwrap());
+            // A small pipe: writes and reads stop half way through records.
+            let (server, client) = connected(&id, versions, 1000).await;
             let data = payload(300_000, seed);
             let (got, ()) = tokio::join!(
                 send_and_read_echo(client, data.clone(), seed),
@@ -995,13 +1008,7 @@ mod tests {
     #[tokio::test]
     async fn a_bulk_write_does_not_keep_its_buffer() {
         let id = identity();
-        let (server, client) = handshake(
-            server_config(&id, TLS13, &[]),
-            client_config(&id, TLS13, &[]),
-            1 << 20,
-        )
-        .await;
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) = connected(&id, TLS13, 1 << 20).await;
         let data = payload(200_000, 21);
         let reader = async {
             let mut got = vec![0u8; data.len()];
@@ -1030,13 +1037,7 @@ mod tests {
     #[tokio::test]
     async fn an_end_without_close_notify_is_a_truncation() {
         let id = identity();
-        let (server, client) = handshake(
-            server_config(&id, TLS13, &[]),
-            client_config(&id, TLS13, &[]),
-            8192,
-        )
-        .await;
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) = connected(&id, TLS13, 8192).await;
         client.write_all(b"partial").await.unwrap();
         client.flush().await.unwrap();
         drop(client);
@@ -1192,13 +1193,7 @@ mod tests {
     async fn a_tampered_record_fails_and_the_sender_hears_why() {
         let id = identity();
         for versions in [TLS13, TLS12] {
-            let (server, client) = handshake(
-                server_config(&id, versions, &[]),
-                client_config(&id, versions, &[]),
-                1 << 16,
-            )
-            .await;
-            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            let (mut server, mut client) = connected(&id, versions, 1 << 16).await;
             round_trip(&mut client, &mut server, b"first").await;
             client.seal_data(&[io::IoSlice::new(b"second")], 6).unwrap();
             // Flip a ciphertext bit of the queued record.
@@ -1220,13 +1215,7 @@ mod tests {
     async fn close_notify_ends_the_stream_in_both_versions() {
         let id = identity();
         for versions in [TLS13, TLS12] {
-            let (server, client) = handshake(
-                server_config(&id, versions, &[]),
-                client_config(&id, versions, &[]),
-                1 << 16,
-            )
-            .await;
-            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            let (mut server, mut client) = connected(&id, versions, 1 << 16).await;
             assert_eq!(
                 client.get_ref().1.protocol_version(),
                 if versions == TLS13 {
@@ -1252,13 +1241,7 @@ mod tests {
         let (mut ended, mut failed) = (0, 0);
         for i in 0..120 {
             let versions = if i % 3 == 0 { TLS12 } else { TLS13 };
-            let (server, client) = handshake(
-                server_config(&id, versions, &[]),
-                client_config(&id, versions, &[]),
-                1 << 16,
-            )
-            .await;
-            let (mut server, mut client) = (server.unwrap(), client.unwrap());
+            let (mut server, mut client) = connected(&id, versions, 1 << 16).await;
             // A burst of records of any type, with random or message-shaped plaintext.
             for _ in 0..1 + rng.below(4) {
                 let typ = [
@@ -1319,13 +1302,7 @@ mod tests {
     #[tokio::test]
     async fn a_tls12_connection_near_its_limit_is_retired_before_it_must_close() {
         let id = identity();
-        let (server, client) = handshake(
-            server_config(&id, TLS12, &[]),
-            client_config(&id, TLS12, &[]),
-            1 << 16,
-        )
-        .await;
-        let (mut server, mut client) = (server.unwrap(), client.unwrap());
+        let (mut server, mut client) = connected(&id, TLS12, 1 << 16).await;
         assert!(client.can_carry_more());
         // Pretend the cipher allows a few records more than the margin.
         client.tx_limit = client.tx.seq() + TLS12_RETIRE_MARGIN + 3;
@@ -1342,13 +1319,7 @@ mod tests {
         assert!(got.is_empty(), "{got:?}");
 
         // TLS 1.3 updates its key instead, and never retires for this reason.
-        let (server, client) = handshake(
-            server_config(&id, TLS13, &[]),
-            client_config(&id, TLS13, &[]),
-            1 << 16,
-        )
-        .await;
-        let (_server, mut client) = (server.unwrap(), client.unwrap());
+        let (_server, mut client) = connected(&id, TLS13, 1 << 16).await;
         client.tx_limit = 2;
         assert!(client.can_carry_more());
     }
