@@ -12,13 +12,14 @@ use rustls::unbuffered::{ConnectionState, EncodeError, InsufficientSizeError, Un
 use rustls::{CommonState, ExtractedSecrets};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::record::{HEADER_LEN, MAX_CIPHERTEXT};
 use crate::transport::Transport;
 
 /// Most TLS bytes held unprocessed during a handshake. rustls keeps a handshake message that
 /// spans several records in the incoming buffer until the message is complete, so it must
 /// hold the largest handshake message (2^16 bytes, a long certificate chain) plus the largest
 /// record TLS 1.2 allows (5-byte header, 2^14 bytes of plaintext, 2048 bytes of expansion).
-const MAX_HANDSHAKE_INCOMING: usize = (1 << 16) + 5 + 16384 + 2048;
+const MAX_HANDSHAKE_INCOMING: usize = (1 << 16) + HEADER_LEN + MAX_CIPHERTEXT;
 
 /// One side of a TLS connection: rustls's unbuffered server or client connection, which runs
 /// the handshake and then gives up its secrets.

@@ -9,12 +9,14 @@ use std::task::{ready, Context, Poll};
 use rustls::unbuffered::InsufficientSizeError;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::record::{HEADER_LEN, MAX_PLAINTEXT};
+
 /// First size of the incoming buffer. It is large enough for a request and its record, and
 /// it doubles while a record does not fit.
 const INITIAL_INCOMING: usize = 4096;
 /// Largest outgoing buffer kept once its data has left: room for a full record. Larger ones
 /// (bulk writes) are freed and grown again by the next bulk write.
-pub(crate) const KEEP_BUFFER: usize = 5 + 16384 + 256;
+pub(crate) const KEEP_BUFFER: usize = HEADER_LEN + MAX_PLAINTEXT + 256;
 
 /// Received bytes: `buf[start..end]` is not processed yet.
 pub(crate) struct Incoming {
