@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use clap::{Parser, Subcommand};
 use turnpike_engine::Gateway;
 
-// Rust's allocations; with the crate's `override` feature (Cargo.toml) mimalloc also replaces
-// malloc and free for the C libraries linked in (libxml2).
+// Rust's allocations go to mimalloc, which also replaces malloc and free for the C libraries
+// linked in (libxml2): see crates/alloc.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: turnpike_alloc::MiMalloc = turnpike_alloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "turnpike", version, about = "Turnpike API gateway")]
