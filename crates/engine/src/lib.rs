@@ -1,7 +1,8 @@
 //! Turnpike's data plane and control plane.
 //!
 //! The request path through this crate: [`listener`] (an `SO_REUSEPORT` socket per worker) →
-//! [`worker`] (a current-thread runtime per core; hyper HTTP/1.1 connections) → [`proxy`]
+//! [`worker`] (a current-thread runtime per core; hyper HTTP/1.1 connections, writing cleartext
+//! sockets through [`plain_io`]) → [`proxy`]
 //! (route in the [`snapshot`], run the policy chain, forward through the worker's [`upstream`]
 //! pool with [`headers`] hygiene) → [`access_log`]. [`gateway`] is the control plane that builds
 //! snapshots and swaps them on reload.
@@ -11,6 +12,7 @@ pub mod deadline;
 pub mod gateway;
 pub mod headers;
 pub mod listener;
+pub mod plain_io;
 pub mod proxy;
 pub mod shutdown;
 pub mod snapshot;

@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
+use crate::plain_io::PlainStream;
 use crate::proxy::{self, RequestContext};
 use crate::shutdown::{until_done, Shutdown};
 use crate::snapshot::{Settings, Snapshot};
@@ -246,7 +247,7 @@ async fn serve_connection(
         }
         None => {
             let h2 = h2c && starts_with_h2_preface(&stream, header_timeout).await;
-            serve_io(&worker, key, TokioIo::new(stream), info, h2).await;
+            serve_io(&worker, key, TokioIo::new(PlainStream(stream)), info, h2).await;
         }
     }
     let n = worker.active.get() - 1;

@@ -81,14 +81,14 @@ impl AsyncWrite for Io {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Io::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tcp(s) => crate::plain_io::poll_write_gathered(Pin::new(s), cx, bufs),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Io::Tcp(s) => s.is_write_vectored(),
+            Io::Tcp(_) => true,
             Io::Tls(s) => s.is_write_vectored(),
         }
     }
