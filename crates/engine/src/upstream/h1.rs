@@ -610,8 +610,12 @@ fn parse_head(
         let mut headers = HeaderMap::with_capacity(ranges.len() + 4);
         let mut facts = HeadFacts::default();
         for (ns, ne, vs, ve) in ranges {
-            let name = HeaderName::from_bytes(&head[ns..ne])
-                .map_err(|_| H1Error::Parse("invalid header name".into()))?;
+            let raw_name = &head[ns..ne];
+            let name = match super::field_names::common(raw_name) {
+                Some(name) => name,
+                None => HeaderName::from_bytes(raw_name)
+                    .map_err(|_| H1Error::Parse("invalid header name".into()))?,
+            };
             let raw = &head[vs..ve];
             // The framing and connection fields are read here and, being hop-by-hop, not kept.
             if name == header::CONNECTION {

@@ -14,6 +14,7 @@
 //! Requests that ask to switch protocols (WebSocket) go through hyper's HTTP/1.1 client, which
 //! hands over the upgraded connection.
 
+mod field_names;
 mod h1;
 mod h1_body;
 mod io;
