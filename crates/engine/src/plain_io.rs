@@ -26,6 +26,34 @@ thread_local! {
     static GATHER: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(COALESCE_MAX));
 }
 
+/// How one vectored write goes to the socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Plan<'a> {
+    /// Nothing to write.
+    Nothing,
+    /// One non-empty buffer: `send` it as it is.
+    Send(&'a [u8]),
+    /// Several buffers, at most [`COALESCE_MAX`] bytes in all: copy them together, then `send`.
+    Gather,
+    /// Larger: `writev`, uncopied.
+    Writev,
+}
+
+fn plan<'a>(bufs: &'a [IoSlice<'_>]) -> Plan<'a> {
+    let mut filled = bufs.iter().filter(|b| !b.is_empty());
+    let Some(first) = filled.next() else {
+        return Plan::Nothing;
+    };
+    if filled.next().is_none() {
+        return Plan::Send(first);
+    }
+    if bufs.iter().map(|b| b.len()).sum::<usize>() > COALESCE_MAX {
+        Plan::Writev
+    } else {
+        Plan::Gather
+    }
+}
+
 /// Writes `bufs` to `stream` with one system call: `send` for one buffer, or for several small
 /// ones copied together; `writev` otherwise. Runs for every write to a cleartext socket; returns
 /// what `poll_write_vectored` would (bytes taken from the front of `bufs`, in order).
@@ -34,28 +62,22 @@ pub fn poll_write_gathered(
     cx: &mut Context<'_>,
     bufs: &[IoSlice<'_>],
 ) -> Poll<io::Result<usize>> {
-    let mut filled = bufs.iter().filter(|b| !b.is_empty());
-    let Some(first) = filled.next() else {
-        return Poll::Ready(Ok(0));
-    };
-    if filled.next().is_none() {
-        return stream.poll_write(cx, first);
-    }
-    let total: usize = bufs.iter().map(|b| b.len()).sum();
-    if total > COALESCE_MAX {
-        return stream.poll_write_vectored(cx, bufs);
-    }
-    GATHER.with(|gather| match gather.try_borrow_mut() {
-        Ok(mut gather) => {
-            gather.clear();
-            for b in bufs {
-                gather.extend_from_slice(b);
+    match plan(bufs) {
+        Plan::Nothing => Poll::Ready(Ok(0)),
+        Plan::Send(one) => stream.poll_write(cx, one),
+        Plan::Writev => stream.poll_write_vectored(cx, bufs),
+        Plan::Gather => GATHER.with(|gather| match gather.try_borrow_mut() {
+            Ok(mut gather) => {
+                gather.clear();
+                for b in bufs {
+                    gather.extend_from_slice(b);
+                }
+                stream.poll_write(cx, &gather)
             }
-            stream.poll_write(cx, &gather)
-        }
-        // Not reentrant in practice (the write does not call back); be correct regardless.
-        Err(_) => stream.poll_write_vectored(cx, bufs),
-    })
+            // Not reentrant in practice (the write does not call back); be correct regardless.
+            Err(_) => stream.poll_write_vectored(cx, bufs),
+        }),
+    }
 }
 
 /// A client's cleartext TCP connection as hyper's server sees it: reads as they are, writes
@@ -137,6 +159,29 @@ mod tests {
                 n -= k;
             }
         }
+    }
+
+    #[test]
+    fn small_writes_are_sent_whole_and_only_large_ones_use_writev() {
+        let s = |b: &'static [u8]| IoSlice::new(b);
+        let head = [b'h'; 150];
+        let body = [b'b'; 1024];
+        let big = vec![b'x'; COALESCE_MAX];
+        assert_eq!(plan(&[]), Plan::Nothing);
+        assert_eq!(plan(&[s(b""), s(b"")]), Plan::Nothing);
+        assert_eq!(plan(&[s(b""), s(b"one"), s(b"")]), Plan::Send(b"one"));
+        // A response's head and body: one `send` of both.
+        assert_eq!(
+            plan(&[IoSlice::new(&head), IoSlice::new(&body)]),
+            Plan::Gather
+        );
+        assert_eq!(
+            plan(&[IoSlice::new(&big[..COALESCE_MAX - 1]), s(b"x")]),
+            Plan::Gather
+        );
+        assert_eq!(plan(&[IoSlice::new(&big), s(b"x")]), Plan::Writev);
+        // A single large buffer needs no copy and no `writev`.
+        assert_eq!(plan(&[IoSlice::new(&big)]), Plan::Send(&big[..]));
     }
 
     #[test]
