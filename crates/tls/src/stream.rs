@@ -335,11 +335,14 @@ where
         }
         // What earlier writes queued goes first; this also bounds the outgoing buffer.
         ready!(self.t.poll_send(cx))?;
+        self.t.outgoing.borrow_spare();
         if let Err(e) = self.seal_data(bufs, total) {
             return Poll::Ready(Err(self.fail(cx, e)));
         }
         // Whatever the socket does not take now goes out with the next write or flush.
-        if let Poll::Ready(Err(e)) = self.t.poll_send(cx) {
+        let sent = self.t.poll_send(cx);
+        self.t.outgoing.return_spare();
+        if let Poll::Ready(Err(e)) = sent {
             return Poll::Ready(Err(e));
         }
         Poll::Ready(Ok(total))
@@ -556,6 +559,26 @@ where
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
+        this.t.incoming.borrow_spare();
+        let read = this.poll_read_records(cx, buf);
+        this.t.incoming.return_spare();
+        read
+    }
+}
+
+impl<IO, S> TlsStream<IO, S>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    S: Side,
+{
+    /// [`AsyncRead::poll_read`] on the incoming buffer the connection holds for the call:
+    /// early data first, then the plaintext of the records received.
+    fn poll_read_records(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self;
         if this.early_pos < this.early.len() {
             let n = (this.early.len() - this.early_pos).min(buf.remaining());
             buf.put_slice(&this.early[this.early_pos..this.early_pos + n]);
@@ -669,7 +692,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::KEEP_BUFFER;
+    use crate::transport::{spare_ptrs, KEEP_BUFFER};
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     use rustls::SupportedProtocolVersion;
     use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt, DuplexStream};
@@ -1003,6 +1026,74 @@ mod tests {
         let mut got = vec![0u8; n];
         server.read_exact(&mut got).await.unwrap();
         assert_eq!(got, [head, body].concat());
+    }
+
+    #[tokio::test]
+    async fn connections_read_and_write_through_the_threads_buffers() {
+        let id = identity();
+        let (mut s1, mut c1) = connected(&id, TLS13, 1 << 16).await;
+        let (mut s2, mut c2) = connected(&id, TLS13, 1 << 16).await;
+        let (mut s3, mut c3) = connected(&id, TLS12, 1 << 16).await;
+        let answer = payload(1200, 5);
+        round_trip(&mut c1, &mut s1, b"GET / HTTP/1.1").await;
+        round_trip(&mut s1, &mut c1, &answer).await;
+        // All was read and sent: neither end holds a buffer, and the thread has both.
+        let held = |s: &TlsStream<DuplexStream, UnbufferedServerConnection>,
+                    c: &TlsStream<DuplexStream, UnbufferedClientConnection>| {
+            [
+                s.t.incoming.buffer_len(),
+                s.t.outgoing.buffer_len(),
+                c.t.incoming.buffer_len(),
+                c.t.outgoing.buffer_len(),
+            ]
+        };
+        assert_eq!(held(&s1, &c1), [0; 4]);
+        let spares = spare_ptrs();
+        assert!(!spares.0.is_null() && !spares.1.is_null());
+        // The other connection borrows the same two buffers and gives them back; the ones
+        // it had from its handshake are freed.
+        round_trip(&mut c2, &mut s2, b"GET / HTTP/1.1").await;
+        round_trip(&mut s2, &mut c2, &answer).await;
+        assert_eq!(held(&s2, &c2), [0; 4]);
+        assert_eq!(spare_ptrs(), spares);
+        // The first connection goes on as before.
+        round_trip(&mut c1, &mut s1, b"GET /again HTTP/1.1").await;
+        assert_eq!(spare_ptrs(), spares);
+        // TLS 1.2 records (an explicit nonce longer) lend and return the same way.
+        round_trip(&mut c3, &mut s3, b"GET / HTTP/1.1").await;
+        round_trip(&mut s3, &mut c3, &answer).await;
+        assert_eq!(held(&s3, &c3), [0; 4]);
+    }
+
+    #[tokio::test]
+    async fn a_connection_keeps_its_buffer_while_bytes_wait_in_it() {
+        let id = identity();
+        // A pipe smaller than the record: the write leaves most of it queued.
+        let (mut server, mut client) = connected(&id, TLS13, 1000).await;
+        let data = payload(5000, 9);
+        let n = client.write(&data).await.unwrap();
+        assert_eq!(n, data.len());
+        assert!(client.t.outgoing.is_pending());
+        assert!(client.t.outgoing.buffer_len() >= data.len());
+        // Part of a record read: the rest of its plaintext stays with the connection.
+        let mut first = vec![0u8; 10];
+        let reader = async {
+            server.read_exact(&mut first).await.unwrap();
+        };
+        let (_, flushed) = tokio::join!(reader, client.flush());
+        flushed.unwrap();
+        assert!(server.t.incoming.buffer_len() > 0);
+        let mut rest = vec![0u8; data.len() - 10];
+        server.read_exact(&mut rest).await.unwrap();
+        assert_eq!([first, rest].concat(), data);
+        assert_eq!(server.t.incoming.buffer_len(), 0);
+        // Once its queue has left, the writer's next write gives the buffer back.
+        client.write_all(b"more").await.unwrap();
+        client.flush().await.unwrap();
+        assert_eq!(client.t.outgoing.buffer_len(), 0);
+        let mut more = [0u8; 4];
+        server.read_exact(&mut more).await.unwrap();
+        assert_eq!(&more, b"more");
     }
 
     #[tokio::test]
