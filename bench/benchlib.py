@@ -265,6 +265,50 @@ for _n in (1, 100):
         LABELS["turnpike-%s-%d" % (_p, _n)] = "turnpike, %s, %d API%s" % (_l, _n, "" if _n == 1 else "s")
 
 
+# case id -> further baselines [(system, label)] compared with in the same round
+EXTRA_BASES = {
+    "tls": [("turnpike-plainhttp", "turnpike plain HTTP")],
+}
+
+
+def _per_round_table(case_runs, systems, ref, ref_label, labels):
+    """Lines of a table of ratios to `ref` taken within each round, then their median.
+
+    On a noisy machine the ratio of two medians mixes rounds run in different phases; runs
+    of one round follow each other within seconds, so their ratio is steadier."""
+    by_round = {}
+    for r in case_runs:
+        by_round.setdefault(r["round"], {})[r["system"]] = r
+    rows = []
+    for s in systems:
+        if s == ref:
+            continue
+        rps, cpu = [], []
+        for runs in by_round.values():
+            a, b = runs.get(s), runs.get(ref)
+            if a is None or b is None:
+                continue
+            if b["rps"]:
+                rps.append(a["rps"] / b["rps"])
+            if a["cpu_us_per_req"] is not None and b["cpu_us_per_req"]:
+                cpu.append(a["cpu_us_per_req"] / b["cpu_us_per_req"])
+        if rps:
+            rows.append((s, rps, cpu))
+    if not rows:
+        return []
+    out = ["Ratios to %s within each round (%d rounds), median and range:\n"
+           % (ref_label, len(rows[0][1])),
+           "| system | req/s vs %s | range | CPU/req vs %s | range |" % (ref_label, ref_label),
+           "|---|--:|--:|--:|--:|"]
+    for s, rps, cpu in rows:
+        out.append("| %s | %s | %s | %s | %s |" % (
+            labels.get(s, s), _fmt(_med(rps), ".3f"),
+            "%.2f-%.2f" % (min(rps), max(rps)), _fmt(_med(cpu), ".3f"),
+            "%.2f-%.2f" % (min(cpu), max(cpu)) if cpu else "-"))
+    out.append("")
+    return out
+
+
 def _med(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -339,6 +383,8 @@ def cmd_report(args):
         if b is None:
             out.append("\n(%s was not run, so ratio columns are empty.)" % labels.get(base, base))
         out.append("")
+        for ref, ref_label in [(base, base_label)] + EXTRA_BASES.get(case, []):
+            out.extend(_per_round_table(case_runs, systems, ref, ref_label, labels))
 
     out.append("## All runs\n")
     out.append("| round | case | system | requests | req/s | p50 ms | p99 ms | CPU s "
