@@ -20,6 +20,7 @@ SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
 CASES=short,proxy,routes,openapi,jsonprot,rest2soap,soapvalidate   # option --cases
 KEEP_TMP=0                       # hidden option --keep-tmp
 CPU_QUOTA=""                     # option --cpu-quota: percent of its CPU the system under test may use
+QUOTA_PERIOD_US=10000            # option --quota-period: the quota's period in µs (docs/benchmarks.md)
 QUOTA_CG=""                      # the cgroup that enforces it
 READY_TIMEOUT=${BENCH_READY_TIMEOUT:-10}   # s to wait for a server to answer 200
 STOP_TIMEOUT=${BENCH_STOP_TIMEOUT:-40}     # s to wait after SIGTERM before SIGKILL (turnpike grace: 30 s)
@@ -59,6 +60,9 @@ test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benc
   --cpu-quota PCT    gateway-bound mode: the system under test may use only PCT% of its
                      CPU (a cgroup CPU quota; needs root), so that it, not the load CPU,
                      limits req/s in every case (see docs/benchmarks.md)
+  --quota-period US  the quota's period in microseconds (default $QUOTA_PERIOD_US); the
+                     system under test may run PCT% of each period. Long periods let it
+                     outrun the load CPU within its slice and then idle (docs/benchmarks.md)
 
 Results (medians over rounds) are printed and written to bench/results/<timestamp>.md.
 Dependencies: $INSTALL_CMD
@@ -82,7 +86,7 @@ set -- "${args[@]}"
 while (($#)); do
     case $1 in
         -h|--help) usage; exit 0 ;;
-        --rounds|--duration|--connections|--turnpike|--systems|--cases|--cpu-quota)
+        --rounds|--duration|--connections|--turnpike|--systems|--cases|--cpu-quota|--quota-period)
             (($# >= 2)) || die "$1 needs a value (see --help)"
             case $1 in
                 --rounds) ROUNDS=$2 ;;
@@ -92,6 +96,7 @@ while (($#)); do
                 --systems) SYSTEMS=$2 ;;
                 --cases) CASES=$2 ;;
                 --cpu-quota) CPU_QUOTA=$2 ;;
+                --quota-period) QUOTA_PERIOD_US=$2 ;;
             esac
             shift 2 ;;
         --keep-tmp) KEEP_TMP=1; shift ;;
@@ -103,6 +108,11 @@ for v in ROUNDS DURATION CONNECTIONS; do
 done
 if [[ -n $CPU_QUOTA ]] && ! { [[ $CPU_QUOTA =~ ^[1-9][0-9]*$ ]] && ((CPU_QUOTA <= 100)); }; then
     die "--cpu-quota must be a percentage from 1 to 100, got '$CPU_QUOTA'"
+fi
+[[ $QUOTA_PERIOD_US =~ ^[1-9][0-9]*$ ]] && ((QUOTA_PERIOD_US <= 1000000)) \
+    || die "--quota-period must be a number of microseconds up to 1000000, got '$QUOTA_PERIOD_US'"
+if [[ -n $CPU_QUOTA ]] && ((QUOTA_PERIOD_US * CPU_QUOTA / 100 < 1000)); then
+    die "--cpu-quota $CPU_QUOTA with --quota-period $QUOTA_PERIOD_US leaves less than the kernel's minimum of 1000 µs per period; use a longer period"
 fi
 
 has_system() { [[ ,$SYSTEMS, == *,"$1",* ]]; }
@@ -262,8 +272,8 @@ start_server() {  # start_server LOGFILE CMD...; sets SERVER_PID
     PIDS+=("$SERVER_PID")
 }
 
-setup_quota() {  # a cgroup limiting its members to CPU_QUOTA% of one CPU (10 ms periods)
-    local period=10000 quota=$((CPU_QUOTA * 100))
+setup_quota() {  # a cgroup limiting its members to CPU_QUOTA% of one CPU in each QUOTA_PERIOD_US
+    local period=$QUOTA_PERIOD_US quota=$((QUOTA_PERIOD_US * CPU_QUOTA / 100))
     if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then   # cgroup v2
         QUOTA_CG=/sys/fs/cgroup/turnpike-bench-$$
         grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null \
@@ -407,7 +417,7 @@ HEADER=$TMP/header.md
         has_system turnpike && echo ", turnpike \`${TURNPIKE#"$REPO_DIR"/}\` (repo HEAD: $GIT_REV)")"
     echo "- Load: \`wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency\` pinned to CPU $LOAD_CPU (shared with the nginx backend); system under test pinned to CPU $SUT_CPU"
     echo "- Rounds: $ROUNDS, systems interleaved within each round; tables show medians over rounds"
-    [[ -n $CPU_QUOTA ]] && echo "- Gateway-bound mode (\`--cpu-quota $CPU_QUOTA\`): each system under test may use $CPU_QUOTA% of CPU $SUT_CPU (cgroup CPU quota, 10 ms periods), so that it and not the load CPU limits req/s; latencies include the quota's throttling and are not comparable with unlimited runs"
+    [[ -n $CPU_QUOTA ]] && echo "- Gateway-bound mode (\`--cpu-quota $CPU_QUOTA\`): each system under test may use $CPU_QUOTA% of CPU $SUT_CPU (cgroup CPU quota, periods of $QUOTA_PERIOD_US µs), so that it and not the load CPU limits req/s; latencies include the quota's throttling and are not comparable with unlimited runs"
     echo "- Command: \`bench/run.sh${ORIG_ARGS:+ $ORIG_ARGS}\`"
     echo
 } >"$HEADER"
