@@ -181,11 +181,15 @@ where
     /// Takes a completed handshake over: rustls gives up the traffic secrets.
     fn after(hs: Handshake<IO, S>) -> io::Result<Self> {
         let Handshake {
-            t,
+            mut t,
             conn,
             early,
             peer_closed,
         } = hs;
+        // The handshake's buffers are not kept: from here on reads and writes borrow the
+        // thread's (see transport.rs).
+        t.incoming.return_spare();
+        t.outgoing.return_spare();
         let common = conn.common();
         let session = Session {
             alpn: common.alpn_protocol().map(<[u8]>::to_vec),
@@ -1035,6 +1039,11 @@ mod tests {
         let (mut s2, mut c2) = connected(&id, TLS13, 1 << 16).await;
         let (mut s3, mut c3) = connected(&id, TLS12, 1 << 16).await;
         let answer = payload(1200, 5);
+        // A completed handshake leaves no buffer with either end.
+        for (s, c) in [(&s1, &c1), (&s2, &c2)] {
+            assert_eq!(s.t.incoming.buffer_len() + s.t.outgoing.buffer_len(), 0);
+            assert_eq!(c.t.incoming.buffer_len() + c.t.outgoing.buffer_len(), 0);
+        }
         round_trip(&mut c1, &mut s1, b"GET / HTTP/1.1").await;
         round_trip(&mut s1, &mut c1, &answer).await;
         // All was read and sent: neither end holds a buffer, and the thread has both.
