@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::thread::LocalKey;
 
 use rustls::unbuffered::InsufficientSizeError;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -30,6 +31,23 @@ thread_local! {
     static SPARE_INCOMING: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
     /// The thread's spare outgoing buffer, likewise.
     static SPARE_OUTGOING: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Puts the thread's spare buffer in `spare` into `buf` (whose own buffer is freed), if the
+/// thread has one.
+fn take_spare(spare: &'static LocalKey<Cell<Vec<u8>>>, buf: &mut Vec<u8>) {
+    let taken = spare.with(Cell::take);
+    if !taken.is_empty() {
+        *buf = taken;
+    }
+}
+
+/// Makes `buf` the thread's spare in `spare`; `buf` is left empty.
+fn give_spare(spare: &'static LocalKey<Cell<Vec<u8>>>, buf: &mut Vec<u8>) {
+    if !buf.is_empty() {
+        let given = std::mem::take(buf);
+        spare.with(|s| s.set(given));
+    }
 }
 
 /// Where the thread's spare incoming and outgoing buffers start (null when it has none).
@@ -74,23 +92,17 @@ impl Incoming {
     /// Called before a read: when no bytes wait here, takes the thread's spare buffer (if it
     /// has one) in place of this one, which is freed.
     pub(crate) fn borrow_spare(&mut self) {
-        if self.start != self.end {
-            return;
-        }
-        let spare = SPARE_INCOMING.with(Cell::take);
-        if !spare.is_empty() {
-            self.buf = spare;
+        if self.start == self.end {
+            take_spare(&SPARE_INCOMING, &mut self.buf);
         }
     }
 
     /// Called after a read: when no bytes wait here, the buffer becomes the thread's spare
     /// and the connection holds none.
     pub(crate) fn return_spare(&mut self) {
-        if self.start != self.end || self.buf.is_empty() {
-            return;
+        if self.start == self.end {
+            give_spare(&SPARE_INCOMING, &mut self.buf);
         }
-        let buf = std::mem::take(&mut self.buf);
-        SPARE_INCOMING.with(|spare| spare.set(buf));
     }
 
     /// Size of the buffer the connection holds (tests check lending).
@@ -117,24 +129,17 @@ impl Outgoing {
     /// Called before a write: when nothing is queued, takes the thread's spare buffer (if it
     /// has one) in place of this one, which is freed.
     pub(crate) fn borrow_spare(&mut self) {
-        if self.len != 0 {
-            return;
-        }
-        let spare = SPARE_OUTGOING.with(Cell::take);
-        if !spare.is_empty() {
-            self.buf = spare;
-            self.sent = 0;
+        if self.len == 0 {
+            take_spare(&SPARE_OUTGOING, &mut self.buf);
         }
     }
 
     /// Called after a write: when everything queued has left, the buffer becomes the
     /// thread's spare and the connection holds none.
     pub(crate) fn return_spare(&mut self) {
-        if self.len != 0 || self.buf.is_empty() {
-            return;
+        if self.len == 0 {
+            give_spare(&SPARE_OUTGOING, &mut self.buf);
         }
-        let buf = std::mem::take(&mut self.buf);
-        SPARE_OUTGOING.with(|spare| spare.set(buf));
     }
 
     /// Room for `n` more bytes at the end of the queue; [`commit`](Self::commit) queues them.
