@@ -1105,6 +1105,65 @@ mod tests {
         assert_eq!(&more, b"more");
     }
 
+    /// TLS connections over loopback TCP, our server and our client, handshake done.
+    async fn tcp_pair(
+        id: &Identity,
+    ) -> (
+        TlsStream<tokio::net::TcpStream, UnbufferedServerConnection>,
+        TlsStream<tokio::net::TcpStream, UnbufferedClientConnection>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = async {
+            let (sock, _) = listener.accept().await.unwrap();
+            accept(server_config(id, TLS13, &[]), sock).await.unwrap()
+        };
+        let client = async {
+            let sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+            connect(client_config(id, TLS13, &[]), localhost(), sock)
+                .await
+                .unwrap()
+        };
+        tokio::join!(server, client)
+    }
+
+    #[tokio::test]
+    async fn connections_over_tcp_interleave_while_one_holds_a_half_read_record() {
+        let id = identity();
+        let mut pairs = Vec::new();
+        for _ in 0..3 {
+            pairs.push(tcp_pair(&id).await);
+        }
+        // The first server half-reads a record: the rest stays in the buffer it holds.
+        let first = payload(3000, 31);
+        {
+            let (s, c) = &mut pairs[0];
+            c.write_all(&first).await.unwrap();
+            c.flush().await.unwrap();
+            let mut head = vec![0u8; 100];
+            s.read_exact(&mut head).await.unwrap();
+            assert_eq!(head, first[..100]);
+            assert!(s.t.incoming.buffer_len() > 0);
+        }
+        // Meanwhile the other connections carry requests and answers both ways, each
+        // through the thread's buffers.
+        for round in 0..20u64 {
+            for (i, (s, c)) in pairs.iter_mut().enumerate().skip(1) {
+                let request = payload(50 + 37 * i + round as usize, round * 7 + i as u64);
+                round_trip(c, s, &request).await;
+                let answer = payload(1200 + 100 * i, round * 11 + i as u64);
+                round_trip(s, c, &answer).await;
+            }
+        }
+        // The first connection's bytes were not touched by the others.
+        let (s, c) = &mut pairs[0];
+        let mut rest = vec![0u8; first.len() - 100];
+        s.read_exact(&mut rest).await.unwrap();
+        assert_eq!(rest, first[100..]);
+        assert_eq!(s.t.incoming.buffer_len(), 0);
+        round_trip(s, c, b"and back").await;
+    }
+
     #[tokio::test]
     async fn a_bulk_write_does_not_keep_its_buffer() {
         let id = identity();
