@@ -75,6 +75,27 @@ def _vm_hwm_kb(pid):
     return 0
 
 
+def _voluntary_switches(pid):
+    """Times the process's threads went to sleep (blocked) so far: the sum of
+    `voluntary_ctxt_switches` over /proc/PID/task/*/status. A server blocks when
+    it runs out of work (in epoll_wait), so per request this counts its waits."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total
+
+
 def proctree(root):
     stats = {}
     for name in os.listdir("/proc"):
@@ -94,7 +115,8 @@ def proctree(root):
         todo.extend(kids.get(pid, []))
     ticks = sum(stats[p][1] + stats[p][2] for p in tree)
     hwm = sum(_vm_hwm_kb(p) for p in tree)
-    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm,
+    sleeps = sum(_voluntary_switches(p) for p in tree)
+    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm, "sleeps": sleeps,
             "time": time.monotonic()}
 
 
@@ -192,6 +214,9 @@ def cmd_record(args):
         # share of one CPU used between the two snapshots (which bracket wrk)
         "cpu_util_pct": 100.0 * cpu_s / wall if wall > 0 else None,
         "rss_mb": after["hwm_kb"] / 1024.0,
+        # how often the system under test blocked for lack of work, per request
+        "sleeps_per_req": ((after["sleeps"] - before["sleeps"]) / w["requests"]
+                           if "sleeps" in before and "sleeps" in after and w["requests"] else None),
         "procs": len(after["pids"]),
         "upstream_conns": None,
     }
@@ -352,6 +377,7 @@ def cmd_report(args):
                 "p50": _med([r["p50_ms"] for r in rs]),
                 "p99": _med([r["p99_ms"] for r in rs]),
                 "cpu": _med([r["cpu_us_per_req"] for r in rs]),
+                "sleeps": _med([r.get("sleeps_per_req") for r in rs]),
                 "rss": _med([r["rss_mb"] for r in rs]),
                 "up": _med([r["upstream_conns"] for r in rs]),
                 "non2xx": sum(r["non2xx"] for r in rs),
@@ -362,14 +388,15 @@ def cmd_report(args):
         out.append("Median of %d round%s; errors are totals over all rounds.\n"
                    % (rounds, "" if rounds == 1 else "s"))
         out.append("| system | req/s | req/s vs %s | p50 ms | p99 ms | CPU µs/req "
-                   "| CPU/req vs %s | RSS MB | upstream conns | errors |" % (base_label, base_label))
-        out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+                   "| CPU/req vs %s | sleeps/req | RSS MB | upstream conns | errors |"
+                   % (base_label, base_label))
+        out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for s in systems:
             a = agg[s]
             errs = a["non2xx"] + a["sock"]
             err_txt = "0" if errs == 0 else "%d (non-2xx %d, socket %d)" % (errs, a["non2xx"], a["sock"])
             up = a["up"]
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 labels.get(s, s),
                 _fmt(a["rps"], ".0f"),
                 _fmt(_ratio(a["rps"], b and b["rps"]), ".2f"),
@@ -377,6 +404,7 @@ def cmd_report(args):
                 _fmt(a["p99"], ".3f"),
                 _fmt(a["cpu"], ".1f"),
                 _fmt(_ratio(a["cpu"], b and b["cpu"]), ".2f"),
+                _fmt(a["sleeps"], ".3f"),
                 _fmt(a["rss"], ".1f"),
                 "-" if up is None else "%g" % up,
                 err_txt))
@@ -388,14 +416,15 @@ def cmd_report(args):
 
     out.append("## All runs\n")
     out.append("| round | case | system | requests | req/s | p50 ms | p99 ms | CPU s "
-               "| CPU % | CPU µs/req | RSS MB | procs | upstream conns | non-2xx | socket errors |")
-    out.append("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+               "| CPU % | CPU µs/req | sleeps/req | RSS MB | procs | upstream conns | non-2xx "
+               "| socket errors |")
+    out.append("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in runs:
-        out.append("| %d | %s | %s | %d | %.0f | %s | %s | %.2f | %s | %s | %.1f | %d | %s | %d | %d |" % (
+        out.append("| %d | %s | %s | %d | %.0f | %s | %s | %.2f | %s | %s | %s | %.1f | %d | %s | %d | %d |" % (
             r["round"], r["case"], labels.get(r["system"], r["system"]), r["requests"],
             r["rps"], _fmt(r["p50_ms"], ".3f"), _fmt(r["p99_ms"], ".3f"), r["cpu_s"],
             _fmt(r["cpu_util_pct"], ".0f"), _fmt(r["cpu_us_per_req"], ".1f"),
-            r["rss_mb"], r["procs"],
+            _fmt(r.get("sleeps_per_req"), ".3f"), r["rss_mb"], r["procs"],
             "-" if r["upstream_conns"] is None else r["upstream_conns"],
             r["non2xx"], r["sock_errors"]))
     out.append("")
