@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use base64::Engine;
+use base64::{DecodeSliceError, Engine};
 use http::{header, HeaderValue};
 use turnpike_config::BasicAuthPolicy;
 use turnpike_core::exchange::Identity;
@@ -89,24 +89,57 @@ fn read_htpasswd(path: &Path, users: &mut HashMap<String, PasswordCheck>) -> Res
     Ok(())
 }
 
-/// Splits `Authorization: Basic base64(user:password)`.
-pub(crate) fn basic_credentials(ex: &Exchange) -> Option<(String, String)> {
-    let value = ex
-        .request
-        .headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, rest) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
+/// Longest decoded `user:password` that is decoded on the stack; longer ones go to the heap.
+const STACK_CREDENTIALS: usize = 256;
+
+/// Runs for every request a basic-auth check sees: finds `Authorization: Basic
+/// base64(user:password)` and calls `f` with the user and the password, without allocating
+/// for credentials of usual length. `None` when the header is missing or malformed.
+pub(crate) fn with_basic_credentials<R>(
+    ex: &Exchange,
+    f: impl FnOnce(&str, &str) -> R,
+) -> Option<R> {
+    let value = ex.request.headers.get(header::AUTHORIZATION)?.as_bytes();
+    let space = value.iter().position(|&b| b == b' ')?;
+    if !value[..space].eq_ignore_ascii_case(b"basic") {
         return None;
     }
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(rest.trim())
-        .ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let (u, p) = text.split_once(':')?;
-    Some((u.to_owned(), p.to_owned()))
+    let encoded = value[space + 1..].trim_ascii();
+    let engine = &base64::engine::general_purpose::STANDARD;
+    let mut stack = [0u8; STACK_CREDENTIALS];
+    let heap;
+    let decoded: &[u8] = match engine.decode_slice(encoded, &mut stack) {
+        Ok(n) => &stack[..n],
+        Err(DecodeSliceError::OutputSliceTooSmall) => {
+            heap = engine.decode(encoded).ok()?;
+            &heap
+        }
+        Err(DecodeSliceError::DecodeError(_)) => return None,
+    };
+    let (user, password) = std::str::from_utf8(decoded).ok()?.split_once(':')?;
+    Some(f(user, password))
+}
+
+impl BasicAuth {
+    /// Checks a user and password; on success, the consumer of that user name (if any).
+    fn check(&self, user: &str, password: &str) -> Option<Option<Arc<consumers::Consumer>>> {
+        let (ok, consumer) = if let Some(check) = self.users.get(user) {
+            (
+                check.verify(password),
+                self.consumers
+                    .as_ref()
+                    .and_then(|c| c.by_user(user))
+                    .map(|(c, _)| c.clone()),
+            )
+        } else if let Some((c, check)) = self.consumers.as_ref().and_then(|c| c.by_user(user)) {
+            (check.verify(password), Some(c.clone()))
+        } else {
+            // Same work for unknown users as for known ones.
+            let _ = PasswordCheck::Plain([0; 32]).verify(password);
+            (false, None)
+        };
+        ok.then_some(consumer)
+    }
 }
 
 impl Policy for BasicAuth {
@@ -125,27 +158,19 @@ impl Policy for BasicAuth {
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let Some((user, password)) = basic_credentials(ex) else {
-            return unauthorized("HTTP Basic credentials are required", Some(&self.challenge));
+        let checked = with_basic_credentials(ex, |user, password| {
+            self.check(user, password)
+                .map(|consumer| (user.to_owned(), consumer))
+        });
+        let (user, consumer) = match checked {
+            None => {
+                return unauthorized("HTTP Basic credentials are required", Some(&self.challenge))
+            }
+            Some(None) => {
+                return unauthorized("the user name or password is wrong", Some(&self.challenge))
+            }
+            Some(Some(found)) => found,
         };
-        let (ok, consumer) = if let Some(check) = self.users.get(&user) {
-            (
-                check.verify(&password),
-                self.consumers
-                    .as_ref()
-                    .and_then(|c| c.by_user(&user))
-                    .map(|(c, _)| c.clone()),
-            )
-        } else if let Some((c, check)) = self.consumers.as_ref().and_then(|c| c.by_user(&user)) {
-            (check.verify(&password), Some(c.clone()))
-        } else {
-            // Same work for unknown users as for known ones.
-            let _ = PasswordCheck::Plain([0; 32]).verify(&password);
-            (false, None)
-        };
-        if !ok {
-            return unauthorized("the user name or password is wrong", Some(&self.challenge));
-        }
         let identity = Identity {
             subject: Some(user),
             ..Default::default()
@@ -155,5 +180,91 @@ impl Policy for BasicAuth {
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
         consumers::leave(ex)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::exchange;
+    use base64::engine::general_purpose::STANDARD;
+    use proptest::prelude::*;
+
+    fn parsed(authorization: &str) -> Option<(String, String)> {
+        let ex = exchange("GET", "/", &[("authorization", authorization)], "");
+        with_basic_credentials(&ex, |u, p| (u.to_owned(), p.to_owned()))
+    }
+
+    fn pair(u: &str, p: &str) -> Option<(String, String)> {
+        Some((u.to_owned(), p.to_owned()))
+    }
+
+    #[test]
+    fn credentials_are_found_in_the_usual_shapes() {
+        let token = STANDARD.encode("loadtest:secret");
+        assert_eq!(
+            parsed(&format!("Basic {token}")),
+            pair("loadtest", "secret")
+        );
+        assert_eq!(
+            parsed(&format!("basic {token}")),
+            pair("loadtest", "secret")
+        );
+        assert_eq!(
+            parsed(&format!("BASIC   {token}  ")),
+            pair("loadtest", "secret")
+        );
+        // The password is everything after the first colon.
+        let token = STANDARD.encode("u:p:w:");
+        assert_eq!(parsed(&format!("Basic {token}")), pair("u", "p:w:"));
+        let token = STANDARD.encode(":");
+        assert_eq!(parsed(&format!("Basic {token}")), pair("", ""));
+    }
+
+    #[test]
+    fn malformed_credentials_are_none() {
+        let ex = exchange("GET", "/", &[], "");
+        assert_eq!(with_basic_credentials(&ex, |_, _| ()), None, "no header");
+        assert_eq!(parsed("Basic"), None, "no token");
+        assert_eq!(parsed(&format!("Bearer {}", STANDARD.encode("a:b"))), None);
+        assert_eq!(parsed("Basic not*base64"), None);
+        assert_eq!(
+            parsed(&format!("Basic {}", STANDARD.encode("no-colon"))),
+            None
+        );
+        assert_eq!(
+            parsed(&format!("Basic {}", STANDARD.encode(b"u:\xff\xfe"))),
+            None,
+            "not UTF-8"
+        );
+    }
+
+    #[test]
+    fn long_credentials_are_decoded_on_the_heap() {
+        let password = "p".repeat(3 * STACK_CREDENTIALS);
+        let token = STANDARD.encode(format!("user:{password}"));
+        assert_eq!(parsed(&format!("Basic {token}")), pair("user", &password));
+        // Just at and just over the stack buffer's size.
+        for extra in [0, 1] {
+            let password = "q".repeat(STACK_CREDENTIALS - 2 + extra);
+            let token = STANDARD.encode(format!("u:{password}"));
+            assert_eq!(parsed(&format!("Basic {token}")), pair("u", &password));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_user_and_password_round_trip(
+            user in "[^:\\x00]{0,40}",
+            password in "\\PC{0,400}",
+        ) {
+            let token = STANDARD.encode(format!("{user}:{password}"));
+            prop_assert_eq!(parsed(&format!("Basic {token}")), pair(&user, &password));
+        }
+
+        #[test]
+        fn arbitrary_headers_never_panic(value in "[ -~]{0,600}") {
+            let _ = parsed(&value);
+        }
     }
 }
