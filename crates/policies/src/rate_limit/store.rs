@@ -6,7 +6,7 @@
 //! flood of distinct keys costs amortised O(1) per request.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,6 +23,43 @@ pub enum Key {
     /// Any other text (consumer, header value, expression).
     Text(Box<str>),
 }
+
+/// A key with its hash, computed once per request with the store's keyed (random) hasher: the
+/// hash picks the shard and places the key in the shard's map.
+#[derive(Debug, PartialEq, Eq)]
+struct Hashed {
+    hash: u64,
+    key: Key,
+}
+
+impl Hash for Hashed {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash);
+    }
+}
+
+/// The hasher of a shard's map: passes the precomputed hash of a [`Hashed`] through.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `Hashed`; fold anything else in anyway.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Shard = HashMap<Hashed, State, BuildHasherDefault<PassThrough>>;
 
 #[derive(Debug, Clone, Copy)]
 struct State {
@@ -47,7 +84,7 @@ pub struct Decision {
 
 /// A rate limiter's counters.
 pub struct Store {
-    shards: Vec<Mutex<HashMap<Key, State>>>,
+    shards: Vec<Mutex<Shard>>,
     hasher: std::collections::hash_map::RandomState,
     per_shard: usize,
     limit: u64,
@@ -59,7 +96,7 @@ impl Store {
     /// A store for `limit` requests per `window`, tracking at most `max_keys` keys.
     pub fn new(limit: u64, window: Duration, algorithm: RateAlgorithm, max_keys: usize) -> Self {
         Store {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
             per_shard: (max_keys / SHARDS).max(1),
             limit,
@@ -70,7 +107,11 @@ impl Store {
 
     /// Counts one request for `key` at `now` and says whether it may pass.
     pub fn hit(&self, key: Key, now: Instant) -> Decision {
-        let shard = (self.hasher.hash_one(&key) as usize) % SHARDS;
+        let hash = self.hasher.hash_one(&key);
+        // Bits the map does not use: it takes the low bits for the bucket and the top 7 bits
+        // as a tag, so the keys of a shard still spread over its whole table.
+        let shard = ((hash >> 32) as usize) % SHARDS;
+        let key = Hashed { hash, key };
         let Ok(mut map) = self.shards[shard].lock() else {
             // A poisoned lock means a panic elsewhere; fail open rather than block all traffic.
             return Decision {
@@ -154,7 +195,7 @@ impl Store {
         }
     }
 
-    fn evict(&self, map: &mut HashMap<Key, State>, now: Instant) {
+    fn evict(&self, map: &mut Shard, now: Instant) {
         let horizon = self.window * 2;
         map.retain(|_, s| now.saturating_duration_since(s.start) < horizon);
         if map.len() < self.per_shard {
@@ -245,6 +286,27 @@ mod tests {
         assert_eq!((0..12).filter(|_| s.hit(key("a"), t0).allowed).count(), 10);
         let t1 = t0 + Duration::from_secs(3);
         assert_eq!((0..12).filter(|_| s.hit(key("a"), t1).allowed).count(), 3);
+    }
+
+    #[test]
+    fn every_key_has_its_own_counter() {
+        let s = Store::new(
+            1,
+            Duration::from_secs(60),
+            RateAlgorithm::FixedWindow,
+            100_000,
+        );
+        let t0 = Instant::now();
+        let ips: Vec<Key> = (0..2000u32)
+            .map(|i| Key::Ip(IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i))))
+            .collect();
+        assert!(ips.iter().all(|k| s.hit(k.clone(), t0).allowed));
+        assert!(ips.iter().all(|k| !s.hit(k.clone(), t0).allowed));
+        assert!(
+            s.hit(key("10.0.0.0"), t0).allowed,
+            "text keys are apart from IP keys"
+        );
+        assert_eq!(s.len(), 2001);
     }
 
     #[test]
