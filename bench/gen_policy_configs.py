@@ -49,6 +49,12 @@ def matrix(port, policies, apis):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        sys.stdout.write(__doc__)
+        return
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.stderr.write(__doc__)
+        sys.exit(2)
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     files = {
