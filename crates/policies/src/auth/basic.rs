@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use base64::{DecodeSliceError, Engine};
-use http::{header, HeaderValue};
+use http::HeaderValue;
 use turnpike_config::BasicAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
 
 use super::password::PasswordCheck;
-use super::{admit, unauthorized, Allow};
+use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
 use crate::{err, CompileError, FlowContext};
 
@@ -99,12 +99,7 @@ pub(crate) fn with_basic_credentials<R>(
     ex: &Exchange,
     f: impl FnOnce(&str, &str) -> R,
 ) -> Option<R> {
-    let value = ex.request.headers.get(header::AUTHORIZATION)?.as_bytes();
-    let space = value.iter().position(|&b| b == b' ')?;
-    if !value[..space].eq_ignore_ascii_case(b"basic") {
-        return None;
-    }
-    let encoded = value[space + 1..].trim_ascii();
+    let encoded = authorization(ex, b"basic")?;
     let engine = &base64::engine::general_purpose::STANDARD;
     let mut stack = [0u8; STACK_CREDENTIALS];
     let heap;

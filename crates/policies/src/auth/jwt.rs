@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use http::{header, HeaderValue};
+use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use turnpike_config::JwtAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
 
-use super::{admit, unauthorized, Allow};
+use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
 use crate::{err, CompileError, FlowContext};
 
@@ -299,18 +299,13 @@ impl Policy for JwtAuth {
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let token = ex
-            .request
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim().to_owned());
+        let token = authorization(ex, b"bearer")
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .filter(|t| t.is_ascii());
         let Some(token) = token else {
             return unauthorized("a bearer token is required", Some(&self.challenge));
         };
-        let claims = match self.verify(&token) {
+        let claims = match self.verify(token) {
             Ok(c) => c,
             Err(m) => return unauthorized(&m, Some(&self.invalid_challenge)),
         };

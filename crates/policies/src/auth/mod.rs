@@ -47,6 +47,21 @@ impl Allow {
     }
 }
 
+/// Runs per request for `basicAuthentication` and `jwt`: the credentials of the request's
+/// `Authorization: <scheme> <credentials>` when its scheme is `scheme` (any case), with the
+/// blanks around them trimmed. `None` without the header or with another scheme.
+pub(crate) fn authorization<'a>(ex: &'a Exchange, scheme: &[u8]) -> Option<&'a [u8]> {
+    let value = ex
+        .request
+        .headers
+        .get(http::header::AUTHORIZATION)?
+        .as_bytes();
+    let space = value.iter().position(|&b| b == b' ')?;
+    value[..space]
+        .eq_ignore_ascii_case(scheme)
+        .then(|| value[space + 1..].trim_ascii())
+}
+
 /// 401 with a problem body; `challenge` becomes `WWW-Authenticate`.
 pub(crate) fn unauthorized(detail: &str, challenge: Option<&http::HeaderValue>) -> Outcome {
     let mut p = Problem::new(
@@ -105,4 +120,47 @@ pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authorization;
+    use crate::testutil::exchange;
+
+    fn creds(value: Option<&str>, scheme: &[u8]) -> Option<Vec<u8>> {
+        let headers: Vec<(&str, &str)> = value.map(|v| ("authorization", v)).into_iter().collect();
+        let ex = exchange("GET", "/", &headers, "");
+        authorization(&ex, scheme).map(<[u8]>::to_vec)
+    }
+
+    #[test]
+    fn the_credentials_of_the_named_scheme_are_found() {
+        assert_eq!(
+            creds(Some("Bearer abc.def"), b"bearer"),
+            Some(b"abc.def".to_vec())
+        );
+        assert_eq!(
+            creds(Some("bEaReR   abc  "), b"bearer"),
+            Some(b"abc".to_vec())
+        );
+        assert_eq!(creds(Some("Basic dTpw"), b"basic"), Some(b"dTpw".to_vec()));
+        assert_eq!(creds(Some("Bearer "), b"bearer"), Some(Vec::new()));
+    }
+
+    #[test]
+    fn other_schemes_and_shapes_are_none() {
+        assert_eq!(creds(None, b"bearer"), None);
+        assert_eq!(creds(Some("Basic dTpw"), b"bearer"), None);
+        assert_eq!(
+            creds(Some("Bearer"), b"bearer"),
+            None,
+            "no space, no credentials"
+        );
+        assert_eq!(creds(Some("Bearerx abc"), b"bearer"), None);
+        assert_eq!(
+            creds(Some("Bearer\tabc"), b"bearer"),
+            None,
+            "the scheme ends at a space"
+        );
+    }
 }
