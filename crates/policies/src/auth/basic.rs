@@ -89,16 +89,13 @@ fn read_htpasswd(path: &Path, users: &mut HashMap<String, PasswordCheck>) -> Res
     Ok(())
 }
 
-/// Longest decoded `user:password` that is decoded on the stack; longer ones go to the heap.
+/// Decoded `user:password` up to this many bytes stays on the stack; longer ones go to the heap.
 const STACK_CREDENTIALS: usize = 256;
 
 /// Runs for every request a basic-auth check sees: finds `Authorization: Basic
 /// base64(user:password)` and calls `f` with the user and the password, without allocating
 /// for credentials of usual length. `None` when the header is missing or malformed.
-pub(crate) fn with_basic_credentials<R>(
-    ex: &Exchange,
-    f: impl FnOnce(&str, &str) -> R,
-) -> Option<R> {
+fn with_basic_credentials<R>(ex: &Exchange, f: impl FnOnce(&str, &str) -> R) -> Option<R> {
     let encoded = authorization(ex, b"basic")?;
     let engine = &base64::engine::general_purpose::STANDARD;
     let mut stack = [0u8; STACK_CREDENTIALS];
