@@ -18,7 +18,8 @@ pub use stream::{accept, connect, Session, TlsStream};
 
 /// The crypto provider every config uses: aws-lc-rs. With an RSA-2048 certificate a full
 /// handshake costs the gateway about 0.35 ms of CPU against ring's 0.6 ms (measured with
-/// `openssl s_time -new` on the benchmark machine); record encryption costs the same with both.
+/// `openssl s_time -new` on the benchmark machine). Records after the handshake are protected
+/// with ring's AEADs instead (see the `record` module).
 /// It also supports the X25519MLKEM768 post-quantum hybrid key exchange (after X25519 in the
 /// order of preference).
 pub fn provider() -> rustls::crypto::CryptoProvider {
