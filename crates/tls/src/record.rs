@@ -66,6 +66,9 @@ pub(crate) struct RecordError {
 }
 
 impl RecordError {
+    /// Only on a failure: kept out of line, away from the record code that runs every time.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn new(alert: AlertDescription, message: impl Into<String>) -> Self {
         RecordError {
             alert: Some(alert),

@@ -169,6 +169,8 @@ where
     TlsStream::after(hs)
 }
 
+#[cold]
+#[inline(never)]
 fn record_io_error(e: RecordError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.message)
 }
@@ -263,6 +265,8 @@ where
     }
 
     /// Sends our KeyUpdate under the current key, then switches to the next one (TLS 1.3).
+    #[cold]
+    #[inline(never)]
     fn update_tx_key(&mut self) -> Result<(), RecordError> {
         self.seal_record(ContentType::Handshake, &KEY_UPDATE_NOT_REQUESTED)?;
         let (seq, secrets) = self
@@ -354,6 +358,8 @@ where
 
     /// Ends the connection after a protocol error: queues the alert for the peer (unless the
     /// peer's own alert ended it) and sends what the socket takes without waiting.
+    #[cold]
+    #[inline(never)]
     fn fail(&mut self, cx: &mut Context<'_>, e: RecordError) -> io::Error {
         if !self.failed {
             self.failed = true;
@@ -399,9 +405,27 @@ where
                     self.plain_record = len;
                 }
             }
+            _ => self.on_control_record(typ, len, plain)?,
+        }
+        Ok(true)
+    }
+
+    /// Acts on a record that is not application data: an alert or a post-handshake message
+    /// (`plain` is where its plaintext lies in the `len` bytes of the record); anything else
+    /// is an error. Rare, so kept out of the read path.
+    #[cold]
+    #[inline(never)]
+    fn on_control_record(
+        &mut self,
+        typ: ContentType,
+        len: usize,
+        plain: std::ops::Range<usize>,
+    ) -> Result<(), RecordError> {
+        let content = &self.t.incoming.bytes()[plain];
+        match typ {
             ContentType::Alert => {
-                let alert = match &record[plain] {
-                    &[level, desc] => (level, desc),
+                let alert = match *content {
+                    [level, desc] => (level, desc),
                     _ => {
                         return Err(RecordError::new(
                             AlertDescription::DecodeError,
@@ -410,24 +434,23 @@ where
                     }
                 };
                 self.t.incoming.consume(len);
-                self.on_alert(alert.0, alert.1)?;
+                self.on_alert(alert.0, alert.1)
             }
-            ContentType::Handshake if !plain.is_empty() => {
-                self.handshake.extend_from_slice(&record[plain]);
+            ContentType::Handshake if !content.is_empty() => {
+                self.handshake.extend_from_slice(content);
                 self.t.incoming.consume(len);
-                self.on_handshake()?;
+                self.on_handshake()
             }
-            other => {
-                return Err(RecordError::new(
-                    AlertDescription::UnexpectedMessage,
-                    format!("unexpected {other:?} record after the handshake"),
-                ))
-            }
+            other => Err(RecordError::new(
+                AlertDescription::UnexpectedMessage,
+                format!("unexpected {other:?} record after the handshake"),
+            )),
         }
-        Ok(true)
     }
 
     /// Acts on an alert from the peer.
+    #[cold]
+    #[inline(never)]
     fn on_alert(&mut self, level: u8, desc: u8) -> Result<(), RecordError> {
         let desc = AlertDescription::from(desc);
         if level != ALERT_WARNING && level != ALERT_FATAL {
@@ -464,6 +487,8 @@ where
 
     /// Acts on the complete post-handshake messages gathered so far: session tickets, key
     /// updates, and TLS 1.2 renegotiation requests, which are refused.
+    #[cold]
+    #[inline(never)]
     fn on_handshake(&mut self) -> Result<(), RecordError> {
         while self.handshake.len() >= 4 {
             let h = &self.handshake;
@@ -512,6 +537,8 @@ where
     }
 
     /// The peer switched to its next key (TLS 1.3); it may ask us to switch too.
+    #[cold]
+    #[inline(never)]
     fn on_key_update(&mut self, body: &[u8]) -> Result<(), RecordError> {
         let requested = match body {
             [0] => false,

@@ -89,6 +89,28 @@ impl Incoming {
         }
     }
 
+    /// Makes room at the end of a full buffer: moves the unprocessed bytes to its front, or
+    /// grows it, up to `max` bytes. Fails when a record would not fit in `max`.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, max: usize) -> io::Result<()> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        } else if self.buf.len() >= max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "TLS record larger than the protocol allows",
+            ));
+        } else {
+            // A connection that lent its buffer back holds none: it starts small again.
+            let size = (self.buf.len() * 2).max(INITIAL_INCOMING).min(max);
+            self.buf.resize(size, 0);
+        }
+        Ok(())
+    }
+
     /// Called before a read: when no bytes wait here, takes the thread's spare buffer (if it
     /// has one) in place of this one, which is freed.
     pub(crate) fn borrow_spare(&mut self) {
@@ -248,20 +270,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Transport<IO> {
     ) -> Poll<io::Result<()>> {
         let inc = &mut self.incoming;
         if inc.end == inc.buf.len() {
-            if inc.start > 0 {
-                inc.buf.copy_within(inc.start..inc.end, 0);
-                inc.end -= inc.start;
-                inc.start = 0;
-            } else if inc.buf.len() >= max {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "TLS record larger than the protocol allows",
-                )));
-            } else {
-                // A connection that lent its buffer back holds none: it starts small again.
-                let size = (inc.buf.len() * 2).max(INITIAL_INCOMING).min(max);
-                inc.buf.resize(size, 0);
-            }
+            inc.make_room(max)?;
         }
         let mut buf = ReadBuf::new(&mut inc.buf[inc.end..]);
         ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
