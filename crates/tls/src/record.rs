@@ -9,7 +9,7 @@
 //! AES-GCM is a little slower than aws-lc's in a tight loop, but it is a few kilobytes of
 //! machine code, where aws-lc's AVX-512 path is about 680 KB. Between two records the gateway
 //! runs hyper, tokio and the kernel, so aws-lc's code comes back from memory on every call:
-//! in the running gateway, ring's four operations per proxied request cost about 0.15 µs less
+//! in the running gateway, ring's four operations per proxied request cost 0.15–0.3 µs less
 //! (run 25 in `docs/benchmarks.md`). ring also keeps a key inside its [`LessSafeKey`], so a
 //! connection's keys sit in its stream instead of in two separate allocations.
 //!
