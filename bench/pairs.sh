@@ -9,6 +9,8 @@ set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 CONFIGS=$BENCH_DIR/configs
+# shellcheck source=common.sh
+. "$BENCH_DIR/common.sh"
 PAIRS=20
 DURATION=10
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
@@ -59,12 +61,7 @@ cleanup() {
 trap cleanup EXIT
 
 wait_ready() {  # URL: until it answers 200, at most 10 s
-    for _ in $(seq 100); do
-        [[ $(curl -s -o /dev/null -w '%{http_code}' "$1" || true) == 200 ]] && return 0
-        sleep 0.1
-    done
-    echo "$1 did not answer" >&2
-    exit 1
+    bench_answers_200 "$1" || { echo "$1 did not answer" >&2; exit 1; }
 }
 
 # wrk's `done()` hook prints the percentiles of its latency histogram (in µs).

@@ -9,6 +9,8 @@ CONFIGS=$BENCH_DIR/configs
 RESULTS=$BENCH_DIR/results
 PY=${PYTHON:-python3}
 LIB=$BENCH_DIR/benchlib.py
+# shellcheck source=common.sh
+. "$BENCH_DIR/common.sh"
 INSTALL_CMD="apt-get update && apt-get install -y nginx-light wrk haproxy curl util-linux python3   (or: bench/install-deps.sh)"
 
 # ---- defaults --------------------------------------------------------------
@@ -383,17 +385,11 @@ if has_case tls || has_case h2; then
     command -v openssl >/dev/null || die "the tls/h2 cases need openssl"
     if has_case h2; then command -v h2load >/dev/null || die "the h2 case needs h2load (apt-get install nghttp2-client)"; fi
     PKI=$TMP/pki
-    mkdir -p "$PKI"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Turnpike bench CA" \
-        -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$PKI/server.key" -out "$PKI/server.csr" 2>/dev/null
-    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$PKI/ext.cnf"
-    openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
-        -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
+    bench_make_pki "$PKI"
     # The JSON body of the plain backend (the one `location /` returns), served over TLS too.
-    BODY=$(sed -n "s/^ *return 200 '\({.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
+    BODY=$(bench_backend_body "$CONFIGS")
     for f in nginx-tls-backend.conf nginx-tls-proxy.conf turnpike-tls.yaml turnpike-tls-clients.yaml turnpike-s4.yaml; do
-        sed -e "s|@PKI@|$PKI|g" "$CONFIGS/$f.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' >"$TMP/$f"
+        bench_fill_template "$CONFIGS/$f.in" "$PKI" "$BODY" >"$TMP/$f"
     done
 fi
 

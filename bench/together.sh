@@ -12,6 +12,8 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
 CONFIGS=$BENCH_DIR/configs
 LIB=$BENCH_DIR/benchlib.py
+# shellcheck source=common.sh
+. "$BENCH_DIR/common.sh"
 ROUNDS=8
 DURATION=6
 CONNECTIONS=50
@@ -90,26 +92,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_ready() {  # URL: until it answers 200, at most 10 s
-    for _ in $(seq 100); do
-        [[ $(curl -sk -o /dev/null -w '%{http_code}' "$1" || true) == 200 ]] && return 0
-        sleep 0.1
-    done
-    die "$1 did not answer"
-}
+wait_ready() { bench_answers_200 "$1" || die "$1 did not answer"; }
 
-# The certificates of the run (as bench/run.sh makes them), the TLS backend's config, and the
-# gateway configs with their API's port replaced.
+# The certificates of the run, the TLS backend's config, and (below) the gateway configs with
+# their API's port replaced.
 PKI=$TMP/pki
-mkdir -p "$PKI"
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Turnpike bench CA" \
-    -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$PKI/server.key" -out "$PKI/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$PKI/ext.cnf"
-openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
-    -days 2 -extfile "$PKI/ext.cnf" -out "$PKI/server.pem" 2>/dev/null
-BODY=$(sed -n "s/^ *return 200 '\({.*\)';$/\1/p" "$CONFIGS/nginx-backend.conf" | head -n 1)
-sed -e "s|@PKI@|$PKI|g" "$CONFIGS/nginx-tls-backend.conf.in" | awk -v body="$BODY" '{gsub(/@BODY@/, body); print}' \
+bench_make_pki "$PKI"
+bench_fill_template "$CONFIGS/nginx-tls-backend.conf.in" "$PKI" "$(bench_backend_body "$CONFIGS")" \
     >"$TMP/nginx-tls-backend.conf"
 
 config() {  # config SETUP PORT: writes the gateway config, prints its path and URL
