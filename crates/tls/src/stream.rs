@@ -255,11 +255,11 @@ where
     /// Seals one record of type `typ` carrying `plain` (at most one record's worth) into the
     /// outgoing queue.
     fn seal_record(&mut self, typ: ContentType, plain: &[u8]) -> Result<(), RecordError> {
-        let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len());
+        let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len(plain.len()));
         let len = prefix + plain.len() + suffix;
         let record = self.t.outgoing.reserve(len);
         record[prefix..prefix + plain.len()].copy_from_slice(plain);
-        self.tx.seal(typ, record)?;
+        self.tx.seal(typ, record, plain.len())?;
         self.t.outgoing.commit(len);
         Ok(())
     }
@@ -301,7 +301,7 @@ where
                 }
             }
             let n = left.min(MAX_PLAINTEXT);
-            let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len());
+            let (prefix, suffix) = (self.tx.prefix_len(), self.tx.suffix_len(n));
             let record = self.t.outgoing.reserve(prefix + n + suffix);
             let mut filled = 0;
             while filled < n {
@@ -314,7 +314,7 @@ where
                 current = &current[k..];
                 filled += k;
             }
-            self.tx.seal(ContentType::ApplicationData, record)?;
+            self.tx.seal(ContentType::ApplicationData, record, n)?;
             self.t.outgoing.commit(prefix + n + suffix);
             left -= n;
         }
