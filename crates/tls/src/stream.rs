@@ -1053,7 +1053,10 @@ mod tests {
         assert_eq!(n, head.len() + body.len());
         client.flush().await.unwrap();
         // One application-data record (TLS 1.3 records all say 23 on the wire).
-        assert_eq!(record_types(&written.lock().unwrap()), vec![23]);
+        let wire = written.lock().unwrap().clone();
+        assert_eq!(record_types(&wire), vec![23]);
+        // Its inner plaintext (42 bytes and the type byte) is padded to 3 AES blocks.
+        assert_eq!(wire.len(), 5 + 48 + 16, "header, 3 blocks, tag");
         let mut got = vec![0u8; n];
         server.read_exact(&mut got).await.unwrap();
         assert_eq!(got, [head, body].concat());
