@@ -2,9 +2,11 @@
 //! checked against a typed model (unknown keys and wrong types are errors that name file, line,
 //! column and key path) and described by a JSON Schema for editors.
 //!
-//! This crate only reads and checks data; `turnpike-engine` compiles it into a runtime snapshot.
+//! This crate only reads and checks data (files, and the documents a configuration names by URL:
+//! [`fetch`]); `turnpike-engine` compiles it into a runtime snapshot.
 
 pub mod error;
+pub mod fetch;
 pub mod load;
 pub mod model;
 pub mod schema;

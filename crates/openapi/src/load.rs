@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::Value;
+use turnpike_config::fetch::{http_get, Wanted};
 use turnpike_config::yaml::{self, Span};
 
 /// The key of the root object under which referenced files are stored.
@@ -653,22 +653,19 @@ fn uri_source(uri: &str) -> Result<Source, String> {
     Err("names no `$id` of the spec, and is neither a file nor an http(s) URL".into())
 }
 
-/// Fetches an `http://` or `https://` URL (load time only: 10 s timeout, 16 MB at most).
+/// Fetches an `http://` or `https://` URL (load time only: 16 MB at most). Returns the
+/// document as text.
 pub fn fetch(url: &str) -> Result<String, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
-    let mut res = agent
-        .get(url)
-        .header("Accept", "application/yaml, application/json, */*")
-        .call()
-        .map_err(|e| format!("fetching `{url}` failed: {e}"))?;
-    res.body_mut()
-        .with_config()
-        .limit(16 << 20)
-        .read_to_string()
-        .map_err(|e| format!("reading `{url}` failed: {e}"))
+    let body = http_get(
+        url,
+        Wanted {
+            accept: "application/yaml, application/json, */*",
+            max_bytes: 16 << 20,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    String::from_utf8(body)
+        .map_err(|_| format!("reading `{url}` failed: the document is not UTF-8"))
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! client (load runs off the request path).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+
+use turnpike_config::fetch::Wanted;
 
 /// The location of a document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -113,21 +114,16 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// Fetches an `http://` or `https://` URL (10 s timeout, 50 MB at most).
+/// Fetches an `http://` or `https://` URL (a WSDL or a schema, 50 MB at most).
 pub fn http_get(url: &str) -> Result<Vec<u8>, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
-    let mut res = agent
-        .get(url)
-        .call()
-        .map_err(|e| format!("cannot fetch {url}: {e}"))?;
-    res.body_mut()
-        .with_config()
-        .limit(50 << 20)
-        .read_to_vec()
-        .map_err(|e| format!("cannot fetch {url}: {e}"))
+    turnpike_config::fetch::http_get(
+        url,
+        Wanted {
+            accept: "application/wsdl+xml, application/xml, text/xml, */*",
+            max_bytes: 50 << 20,
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use turnpike_config::fetch::{http_get, Wanted};
 use turnpike_config::JwtAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
@@ -78,21 +79,18 @@ fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
         .collect()
 }
 
+/// Fetches and parses the key set at `url` (4 MB at most).
 fn fetch(url: &str) -> Result<Vec<Key>, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
-    let mut res = agent
-        .get(url)
-        .call()
-        .map_err(|e| format!("fetching {url}: {e}"))?;
-    let text = res
-        .body_mut()
-        .with_config()
-        .limit(4 << 20)
-        .read_to_string()
-        .map_err(|e| format!("reading {url}: {e}"))?;
+    let body = http_get(
+        url,
+        Wanted {
+            accept: "application/jwk-set+json, application/json",
+            max_bytes: 4 << 20,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let text = String::from_utf8(body)
+        .map_err(|_| format!("reading `{url}` failed: the key set is not UTF-8"))?;
     parse_jwks(&text)
 }
 
