@@ -2,7 +2,8 @@
 //!
 //! rustls runs the handshake and hands over the traffic secrets (its `kernel` API); from
 //! then on [`RecordKey`] seals and opens application records itself, in place in the
-//! stream's buffers, with ring's AEADs. rustls 0.23 allocates and copies every record it
+//! stream's buffers (or, opening, in the reader's buffer with the plaintext moved to the
+//! front as it is decrypted), with ring's AEADs. rustls 0.23 allocates and copies every record it
 //! protects; this does neither.
 //!
 //! The handshake runs on aws-lc-rs (see [`crate::provider`]), the records on ring. ring's
@@ -286,12 +287,29 @@ impl RecordKey {
         &mut self,
         record: &mut [u8],
     ) -> Result<(ContentType, Range<usize>), RecordError> {
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&record[..HEADER_LEN]);
+        let (typ, len) = self.open_to(header, &mut record[HEADER_LEN..], 0)?;
+        Ok((typ, HEADER_LEN..HEADER_LEN + len))
+    }
+
+    /// Opens one record whose header is `header` and whose body (all that follows the header)
+    /// is `in_out[src..]`, writing its plaintext to the front of `in_out` as it decrypts
+    /// (`src` 0: in place). Returns the content type and the plaintext's length `n`: the
+    /// plaintext is `in_out[..n]`.
+    pub(crate) fn open_to(
+        &mut self,
+        header: [u8; HEADER_LEN],
+        in_out: &mut [u8],
+        src: usize,
+    ) -> Result<(ContentType, usize), RecordError> {
         let bad_mac =
             || RecordError::new(AlertDescription::BadRecordMac, "record failed to decrypt");
         seq_checked(self.seq)?;
-        let outer = record[0];
+        let outer = header[0];
+        let body_len = in_out.len() - src;
         let nonce = self.nonce();
-        let (typ, plain) = match self.version {
+        let (typ, len) = match self.version {
             Version::Tls13 => {
                 if outer != u8::from(ContentType::ApplicationData) {
                     return Err(RecordError::new(
@@ -299,19 +317,19 @@ impl RecordKey {
                         format!("unprotected record of type {outer} after the handshake"),
                     ));
                 }
-                if record.len() - HEADER_LEN > MAX_CIPHERTEXT_TLS13 {
+                if body_len > MAX_CIPHERTEXT_TLS13 {
                     return Err(RecordError::new(
                         AlertDescription::RecordOverflow,
                         "record longer than TLS 1.3 allows",
                     ));
                 }
-                let (header, body) = record.split_at_mut(HEADER_LEN);
                 let inner = self
                     .key
-                    .open_in_place(
+                    .open_within(
                         Nonce::assume_unique_for_key(nonce),
-                        Aad::from(&*header),
-                        body,
+                        Aad::from(header),
+                        in_out,
+                        src..,
                     )
                     .map_err(|_| bad_mac())?;
                 // The inner content type is the last byte that is not padding.
@@ -321,37 +339,38 @@ impl RecordKey {
                         "record without a content type",
                     ));
                 };
-                (inner[at], HEADER_LEN..HEADER_LEN + at)
+                (inner[at], at)
             }
             Version::Tls12 => {
-                let prefix = self.prefix_len();
-                if record.len() < prefix + TAG_LEN {
+                let explicit = self.prefix_len() - HEADER_LEN;
+                if body_len < explicit + TAG_LEN {
                     return Err(bad_mac());
                 }
-                let plain_len = record.len() - prefix - TAG_LEN;
+                let plain_len = body_len - explicit - TAG_LEN;
                 let mut nonce = nonce;
                 if self.explicit_nonce {
-                    nonce[NONCE_LEN - 8..].copy_from_slice(&record[HEADER_LEN..prefix]);
+                    nonce[NONCE_LEN - 8..].copy_from_slice(&in_out[src..src + explicit]);
                 }
                 let aad = self.aad12(outer, plain_len);
                 self.key
-                    .open_in_place(
+                    .open_within(
                         Nonce::assume_unique_for_key(nonce),
                         Aad::from(aad),
-                        &mut record[prefix..],
+                        in_out,
+                        src + explicit..,
                     )
                     .map_err(|_| bad_mac())?;
-                (outer, prefix..prefix + plain_len)
+                (outer, plain_len)
             }
         };
-        if plain.len() > MAX_PLAINTEXT {
+        if len > MAX_PLAINTEXT {
             return Err(RecordError::new(
                 AlertDescription::RecordOverflow,
                 "record plaintext longer than 2^14 bytes",
             ));
         }
         self.seq += 1;
-        Ok((ContentType::from(typ), plain))
+        Ok((ContentType::from(typ), len))
     }
 }
 
@@ -636,6 +655,34 @@ mod tests {
                     .to_vec()
             };
             proptest::prop_assert_eq!(opened, plain);
+        }
+
+        /// A record opened away from where it arrived (its plaintext written `shift` bytes
+        /// before its body, as a stream does in its reader's buffer) yields what was sealed,
+        /// and leaves the bytes before the plaintext alone.
+        #[test]
+        fn records_open_to_the_front_of_a_larger_buffer(
+            tls13 in proptest::bool::ANY,
+            kind in 0u8..3,
+            before in 0usize..64,
+            shift in 0usize..2000,
+            plain in proptest::collection::vec(proptest::num::u8::ANY, 0..1200),
+        ) {
+            let version = if tls13 { Version::Tls13 } else { Version::Tls12 };
+            let mut tx = key(version, 9, kind);
+            let mut rx = key(version, 9, kind);
+            let record = seal(&mut tx, ContentType::ApplicationData, &plain);
+            // `before` bytes the open must not touch, `shift` bytes of room, the record.
+            let mut buf = vec![0x5au8; before + shift];
+            buf.extend_from_slice(&record);
+            let mut header = [0u8; HEADER_LEN];
+            header.copy_from_slice(&record[..HEADER_LEN]);
+            let (typ, n) = rx
+                .open_to(header, &mut buf[before..], shift + HEADER_LEN)
+                .unwrap();
+            proptest::prop_assert_eq!(typ, ContentType::ApplicationData);
+            proptest::prop_assert_eq!(&buf[before..before + n], &plain[..]);
+            proptest::prop_assert!(buf[..before].iter().all(|&b| b == 0x5a));
         }
 
         #[test]

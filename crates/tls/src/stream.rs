@@ -3,8 +3,12 @@
 //! rustls runs the handshake, through its unbuffered API (`handshake.rs`). Then it hands over
 //! the traffic secrets (its `kernel` API), and the stream protects records itself
 //! (`record.rs`):
-//! - records arrive in one incoming buffer and are decrypted in place; a read copies their
-//!   plaintext straight into the caller's buffer;
+//! - a read with room for a record of everyday size, when nothing waits in the stream, receives
+//!   straight into the caller's buffer and opens the whole records there, each plaintext
+//!   written where the previous one ends as it is decrypted (no copy); the start of a record
+//!   that has not arrived whole moves to the incoming buffer;
+//! - otherwise records arrive in one incoming buffer and are decrypted in place, and a read
+//!   copies their plaintext into the caller's buffer;
 //! - a write seals its plaintext, in records of up to 16 KiB, in place in one outgoing buffer,
 //!   which goes to the socket with one write; the slices of a vectored write (a head and its
 //!   body) are gathered into the same record.
@@ -47,6 +51,9 @@ use crate::transport::Transport;
 const MAX_WRITE: usize = 64 * 1024;
 /// Most bytes held unprocessed after the handshake: one record of the largest size.
 const MAX_INCOMING: usize = HEADER_LEN + MAX_CIPHERTEXT;
+/// Least room a reader's buffer must have for records to be received and opened in it
+/// directly: more than a record of everyday size (a request, a small response).
+const DIRECT_READ_MIN: usize = 2048;
 /// Longest handshake message accepted after the handshake (a session ticket).
 const MAX_POST_HANDSHAKE_MESSAGE: usize = 1 << 16;
 /// Key updates a peer may ask for in a row without sending application data (BoringSSL's
@@ -173,6 +180,35 @@ where
 #[inline(never)]
 fn record_io_error(e: RecordError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.message)
+}
+
+/// Takes the content of a record that is not application data: an alert is returned (level,
+/// description), a piece of a post-handshake message is added to `handshake`; any other
+/// record is an error.
+#[cold]
+#[inline(never)]
+fn take_control(
+    typ: ContentType,
+    content: &[u8],
+    handshake: &mut Vec<u8>,
+) -> Result<Option<(u8, u8)>, RecordError> {
+    match typ {
+        ContentType::Alert => match *content {
+            [level, desc] => Ok(Some((level, desc))),
+            _ => Err(RecordError::new(
+                AlertDescription::DecodeError,
+                "malformed alert",
+            )),
+        },
+        ContentType::Handshake if !content.is_empty() => {
+            handshake.extend_from_slice(content);
+            Ok(None)
+        }
+        other => Err(RecordError::new(
+            AlertDescription::UnexpectedMessage,
+            format!("unexpected {other:?} record after the handshake"),
+        )),
+    }
 }
 
 impl<IO, S> TlsStream<IO, S>
@@ -410,9 +446,9 @@ where
         Ok(true)
     }
 
-    /// Acts on a record that is not application data: an alert or a post-handshake message
-    /// (`plain` is where its plaintext lies in the `len` bytes of the record); anything else
-    /// is an error. Rare, so kept out of the read path.
+    /// Acts on a record in the incoming buffer that is not application data: an alert or a
+    /// post-handshake message (`plain` is where its plaintext lies in the `len` bytes of the
+    /// record); anything else is an error. Rare, so kept out of the read path.
     #[cold]
     #[inline(never)]
     fn on_control_record(
@@ -422,29 +458,19 @@ where
         plain: std::ops::Range<usize>,
     ) -> Result<(), RecordError> {
         let content = &self.t.incoming.bytes()[plain];
-        match typ {
-            ContentType::Alert => {
-                let alert = match *content {
-                    [level, desc] => (level, desc),
-                    _ => {
-                        return Err(RecordError::new(
-                            AlertDescription::DecodeError,
-                            "malformed alert",
-                        ))
-                    }
-                };
-                self.t.incoming.consume(len);
-                self.on_alert(alert.0, alert.1)
-            }
-            ContentType::Handshake if !content.is_empty() => {
-                self.handshake.extend_from_slice(content);
-                self.t.incoming.consume(len);
-                self.on_handshake()
-            }
-            other => Err(RecordError::new(
-                AlertDescription::UnexpectedMessage,
-                format!("unexpected {other:?} record after the handshake"),
-            )),
+        let alert = take_control(typ, content, &mut self.handshake)?;
+        self.t.incoming.consume(len);
+        self.on_control(alert)
+    }
+
+    /// Acts on what [`take_control`] took from a record: the peer's alert, or the
+    /// post-handshake messages gathered so far.
+    #[cold]
+    #[inline(never)]
+    fn on_control(&mut self, alert: Option<(u8, u8)>) -> Result<(), RecordError> {
+        match alert {
+            Some((level, desc)) => self.on_alert(level, desc),
+            None => self.on_handshake(),
         }
     }
 
@@ -590,6 +616,9 @@ where
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
+        if this.reads_direct(buf) && ready!(this.poll_read_direct(cx, buf))? {
+            return Poll::Ready(Ok(()));
+        }
         this.t.incoming.borrow_spare();
         let read = this.poll_read_records(cx, buf);
         this.t.incoming.return_spare();
@@ -602,6 +631,113 @@ where
     IO: AsyncRead + AsyncWrite + Unpin,
     S: Side,
 {
+    /// Whether a read can receive records straight into the caller's buffer: nothing waits in
+    /// the stream (early data, plaintext, received bytes, bytes to send), the connection is
+    /// open, and the caller has room for a record of everyday size.
+    fn reads_direct(&self, buf: &ReadBuf<'_>) -> bool {
+        buf.remaining() >= DIRECT_READ_MIN
+            && self.early_pos >= self.early.len()
+            && self.plain.start == self.plain.end
+            && self.t.incoming.is_empty()
+            && !self.t.outgoing.is_pending()
+            && !(self.t.eof || self.failed || self.peer_closed)
+    }
+
+    /// Reads from the transport into the caller's buffer and opens the whole records there,
+    /// each one's plaintext written where the previous one's ends as it is decrypted: the
+    /// plaintext is not copied again. The start of a record that has not arrived whole moves
+    /// to the incoming buffer. `Ready(Ok(true))` when the caller got plaintext or the peer
+    /// closed; `Ready(Ok(false))` when the read goes on in [`poll_read_records`]
+    /// (part of a record waits, only records without data came, or the transport ended).
+    ///
+    /// [`poll_read_records`]: Self::poll_read_records
+    fn poll_read_direct(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<bool>> {
+        let start = buf.filled().len();
+        ready!(Pin::new(&mut self.t.io).poll_read(cx, buf))?;
+        let received = buf.filled().len() - start;
+        if received == 0 {
+            self.t.eof = true;
+            return Poll::Ready(Ok(false));
+        }
+        let data = &mut buf.filled_mut()[start..];
+        let mut taken = 0; // bytes of the whole records opened
+        let mut out = 0; // plaintext placed in data[..out]
+        let mut error = None;
+        while !self.peer_closed {
+            match self.open_into(data, taken, out) {
+                Ok(Some((len, plain))) => {
+                    taken += len;
+                    out += plain;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        // What follows the peer's close_notify, or a record that failed, is not read.
+        if error.is_none() && !self.peer_closed && taken < received {
+            self.t.incoming.hold(&data[taken..]);
+        }
+        buf.set_filled(start + out);
+        if let Some(e) = error {
+            let e = self.fail(cx, e);
+            return Poll::Ready(if out > 0 { Ok(true) } else { Err(e) });
+        }
+        // Records answered on our own (a key update) leave now if they can; an error shows
+        // again on the next write.
+        if self.t.outgoing.is_pending() {
+            if let Poll::Ready(Err(e)) = self.t.poll_send(cx) {
+                if out == 0 {
+                    return Poll::Ready(Err(e));
+                }
+            }
+        }
+        Poll::Ready(Ok(out > 0 || self.peer_closed))
+    }
+
+    /// Opens the record at `data[at..]` if all of it is there, writing its plaintext to
+    /// `data[out..]` (`out <= at`). Returns the record's length and how many bytes of
+    /// application data it added; alerts and post-handshake messages are acted on and add
+    /// none. `Ok(None)` when the record has not arrived whole.
+    fn open_into(
+        &mut self,
+        data: &mut [u8],
+        at: usize,
+        out: usize,
+    ) -> Result<Option<(usize, usize)>, RecordError> {
+        let rest = &data[at..];
+        let Some(len) = announced_len(rest)? else {
+            return Ok(None);
+        };
+        if rest.len() < len {
+            return Ok(None);
+        }
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&rest[..HEADER_LEN]);
+        let (typ, plain) =
+            self.rx
+                .open_to(header, &mut data[out..at + len], at + HEADER_LEN - out)?;
+        if typ == ContentType::ApplicationData {
+            if !self.handshake.is_empty() {
+                return Err(RecordError::new(
+                    AlertDescription::UnexpectedMessage,
+                    "application data inside a handshake message",
+                ));
+            }
+            self.key_updates_left = MAX_KEY_UPDATES;
+            return Ok(Some((len, plain)));
+        }
+        let alert = take_control(typ, &data[out..out + plain], &mut self.handshake)?;
+        self.on_control(alert)?;
+        Ok(Some((len, 0)))
+    }
+
     /// [`AsyncRead::poll_read`] on the incoming buffer the connection holds for the call:
     /// early data first, then the plaintext of the records received.
     fn poll_read_records(
@@ -1397,6 +1533,53 @@ mod tests {
             assert!(err.to_string().contains("BadRecordMac"), "{err}");
             // Neither side goes on.
             assert!(server.write_all(b"x").await.is_err());
+        }
+    }
+
+    #[tokio::test]
+    async fn whole_records_are_opened_in_the_readers_own_buffer() {
+        let id = identity();
+        for versions in [TLS13, TLS12] {
+            let (mut server, mut client) = connected(&id, versions, 1 << 16).await;
+            // Three records (one per write), all received before the server reads.
+            let parts = [payload(300, 1), payload(1200, 2), payload(40, 3)];
+            for p in &parts {
+                client.write_all(p).await.unwrap();
+            }
+            client.flush().await.unwrap();
+            let mut buf = vec![0xa5u8; 8192];
+            let n = server.read(&mut buf).await.unwrap();
+            assert_eq!(buf[..n], parts.concat());
+            // The records were received into this buffer and opened there: after the
+            // plaintext lies what was left of them (the last tag), not the buffer's old bytes.
+            assert!(buf[n..n + 16].iter().any(|&b| b != 0xa5));
+            assert_eq!(server.t.incoming.buffer_len(), 0);
+
+            // A good record and a tampered one arrive together: the good one is read, the
+            // next read fails, and the peer hears why.
+            client.seal_data(&[io::IoSlice::new(b"good")], 4).unwrap();
+            client.seal_data(&[io::IoSlice::new(b"bad")], 3).unwrap();
+            client.t.outgoing.flip_last_byte_for_test();
+            client.flush().await.unwrap();
+            let n = server.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"good");
+            assert!(server.read(&mut buf).await.is_err());
+            let err = client.read(&mut buf).await.unwrap_err();
+            assert!(err.to_string().contains("BadRecordMac"), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn data_and_close_notify_in_one_read_end_the_stream_after_the_data() {
+        let id = identity();
+        for versions in [TLS13, TLS12] {
+            let (mut server, mut client) = connected(&id, versions, 1 << 16).await;
+            client.write_all(b"last words").await.unwrap();
+            client.shutdown().await.unwrap();
+            let mut buf = vec![0u8; 8192];
+            let n = server.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"last words");
+            assert_eq!(server.read(&mut buf).await.unwrap(), 0);
         }
     }
 

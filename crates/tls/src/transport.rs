@@ -1,6 +1,7 @@
 //! The byte buffers of a TLS connection and the transport under them: one incoming buffer,
-//! where records arrive and are decrypted in place, and one outgoing buffer, which goes to the
-//! transport with one write.
+//! where records arrive and are decrypted in place when they cannot be received into the
+//! reader's own buffer (see `stream.rs`), and one outgoing buffer, which goes to the transport
+//! with one write.
 //!
 //! After the handshake a connection holds a buffer only while bytes wait in it. An empty one
 //! goes back to its thread, and the next read or write on the thread (usually another
@@ -109,6 +110,25 @@ impl Incoming {
             self.buf.resize(size, 0);
         }
         Ok(())
+    }
+
+    /// True when no received bytes wait here.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Keeps `bytes`, the start of a record that arrived in the reader's own buffer (see
+    /// `TlsStream::poll_read_direct`), as the bytes not processed yet. Only called when no
+    /// bytes wait here; borrows the thread's spare buffer for them if it has one.
+    pub(crate) fn hold(&mut self, bytes: &[u8]) {
+        debug_assert!(self.is_empty());
+        self.borrow_spare();
+        if self.buf.len() < bytes.len() {
+            self.buf.resize(bytes.len().max(INITIAL_INCOMING), 0);
+        }
+        self.buf[..bytes.len()].copy_from_slice(bytes);
+        self.start = 0;
+        self.end = bytes.len();
     }
 
     /// Called before a read: when no bytes wait here, takes the thread's spare buffer (if it
