@@ -1058,6 +1058,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Whatever the pipe's size (records arrive whole, several at a time, or in pieces)
+        /// and however the reader sizes its reads (some small enough for the incoming
+        /// buffer, some large enough to receive into), the echo comes back intact.
+        #[test]
+        fn data_survives_any_pipe_and_read_sizes(
+            tls13 in proptest::bool::ANY,
+            pipe in 16usize..40_000,
+            len in 0usize..120_000,
+            seed in 1u64..u64::MAX,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = rt.block_on(async {
+                let id = identity();
+                let versions = if tls13 { TLS13 } else { TLS12 };
+                let (server, client) = connected(&id, versions, pipe).await;
+                let data = payload(len, seed);
+                let (got, ()) = tokio::join!(
+                    send_and_read_echo(client, data.clone(), seed),
+                    echo(server, seed ^ 0x5555)
+                );
+                (got, data)
+            });
+            proptest::prop_assert!(got.0 == got.1, "echo differs ({} of {} bytes)", got.0.len(), got.1.len());
+        }
+    }
+
     type RustlsClient = tokio_rustls::client::TlsStream<DuplexStream>;
     type RustlsServer = tokio_rustls::server::TlsStream<DuplexStream>;
 
