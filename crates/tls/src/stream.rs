@@ -6,7 +6,9 @@
 //! - a read with room for a record of everyday size, when nothing waits in the stream, receives
 //!   straight into the caller's buffer and opens the whole records there, each plaintext
 //!   written where the previous one ends as it is decrypted (no copy); the start of a record
-//!   that has not arrived whole moves to the incoming buffer;
+//!   that has not arrived whole moves to the incoming buffer, and reads go through that buffer
+//!   until one ends where a record does (bulk data in large records would otherwise have the
+//!   start of each record copied aside);
 //! - otherwise records arrive in one incoming buffer and are decrypted in place, and a read
 //!   copies their plaintext into the caller's buffer;
 //! - a write seals its plaintext, in records of up to 16 KiB, in place in one outgoing buffer,
@@ -130,6 +132,10 @@ pub struct TlsStream<IO, S: Side> {
     plain_record: usize,
     /// A post-handshake message that continues in the next record.
     handshake: Vec<u8>,
+    /// Reads may receive records into the reader's buffer. Off after such a read left a
+    /// record half received (bulk data in large records: its start would be copied aside
+    /// each time); on again once a read ends where a record does.
+    direct: bool,
     /// What a peer may still do before it counts as misbehaving.
     key_updates_left: u8,
     warnings_left: u8,
@@ -262,6 +268,7 @@ where
             plain: 0..0,
             plain_record: 0,
             handshake: Vec::new(),
+            direct: true,
             key_updates_left: MAX_KEY_UPDATES,
             warnings_left: MAX_WARNING_ALERTS,
             renegotiations_left: MAX_RENEGOTIATION_REQUESTS,
@@ -633,9 +640,11 @@ where
 {
     /// Whether a read can receive records straight into the caller's buffer: nothing waits in
     /// the stream (early data, plaintext, received bytes, bytes to send), the connection is
-    /// open, and the caller has room for a record of everyday size.
+    /// open, the last such read did not leave a record half received (see `direct`), and the
+    /// caller has room for a record of everyday size.
     fn reads_direct(&self, buf: &ReadBuf<'_>) -> bool {
-        buf.remaining() >= DIRECT_READ_MIN
+        self.direct
+            && buf.remaining() >= DIRECT_READ_MIN
             && self.early_pos >= self.early.len()
             && self.plain.start == self.plain.end
             && self.t.incoming.is_empty()
@@ -683,6 +692,7 @@ where
         // What follows the peer's close_notify, or a record that failed, is not read.
         if error.is_none() && !self.peer_closed && taken < received {
             self.t.incoming.hold(&data[taken..]);
+            self.direct = false;
         }
         buf.set_filled(start + out);
         if let Some(e) = error {
@@ -767,6 +777,8 @@ where
                     return Poll::Ready(Ok(()));
                 }
                 this.t.incoming.consume(this.plain_record);
+                // All that arrived is read: the next read may receive into its buffer.
+                this.direct |= this.t.incoming.is_empty();
                 if buf.remaining() == 0 {
                     return Poll::Ready(Ok(()));
                 }
@@ -1595,6 +1607,35 @@ mod tests {
             let err = client.read(&mut buf).await.unwrap_err();
             assert!(err.to_string().contains("BadRecordMac"), "{err}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_record_split_across_reads_turns_direct_reads_off_until_one_ends_with_a_record() {
+        let id = identity();
+        // A pipe smaller than the record: it arrives in pieces.
+        let (mut server, mut client) = connected(&id, TLS13, 1000).await;
+        let data = payload(5000, 17);
+        assert_eq!(client.write(&data).await.unwrap(), data.len());
+        let mut buf = vec![0u8; 8192];
+        let mut rb = ReadBuf::new(&mut buf);
+        // One poll: the first piece goes to the reader's buffer, is not a whole record, and
+        // moves to the stream's incoming buffer; the rest has not arrived.
+        let first = std::future::poll_fn(|cx| {
+            Poll::Ready(Pin::new(&mut server).poll_read(cx, &mut rb).is_pending())
+        })
+        .await;
+        assert!(first);
+        assert!(rb.filled().is_empty());
+        assert!(!server.direct);
+        assert!(server.t.incoming.buffer_len() > 0);
+        let mut got = vec![0u8; data.len()];
+        let (read, flushed) = tokio::join!(server.read_exact(&mut got), client.flush());
+        read.unwrap();
+        flushed.unwrap();
+        assert_eq!(got, data);
+        // The read ended where the record did: the next one may receive directly again.
+        assert!(server.direct);
+        round_trip(&mut client, &mut server, b"and on").await;
     }
 
     #[tokio::test]
