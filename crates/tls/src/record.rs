@@ -95,16 +95,19 @@ enum Aead {
     Chacha20Poly1305,
 }
 
-/// The key, IV and sequence number of one direction of a connection.
+/// The key, IV and sequence number of one direction of a connection. The fields a record
+/// reads first (`repr(C)`) come right before ring's key, so that they share its first cache
+/// lines.
+#[repr(C)]
 pub(crate) struct RecordKey {
-    key: LessSafeKey,
-    iv: [u8; NONCE_LEN],
     seq: u64,
+    iv: [u8; NONCE_LEN],
     version: Version,
     /// TLS 1.2 with AES-GCM: each record carries an explicit nonce.
     explicit_nonce: bool,
     /// TLS 1.3 with AES-GCM: records are padded to whole AES blocks.
     pad_to_blocks: bool,
+    key: LessSafeKey,
 }
 
 impl RecordKey {

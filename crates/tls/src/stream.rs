@@ -113,39 +113,46 @@ impl Session {
 }
 
 /// A TLS connection over `IO`, after its handshake. It is made by [`accept`] or [`connect`].
+///
+/// Laid out in this order (`repr(C)`): what every read and write touches comes first and
+/// shares a few cache lines, then the two keys, then what only the handshake, a key update or
+/// a session ticket needs. A worker serves many connections in turn, so a connection's state
+/// is usually out of the CPU's caches when its next record comes; each line it touches is a
+/// miss.
+#[repr(C)]
 pub struct TlsStream<IO, S: Side> {
-    t: Transport<IO>,
-    kernel: KernelConnection<S::Data>,
-    session: Session,
-    version: Version,
-    tx: RecordKey,
-    rx: RecordKey,
-    /// Records one key seals before TLS 1.3 updates it (TLS 1.2 closes instead): the cipher
-    /// suite's confidentiality limit.
-    tx_limit: u64,
-    /// Application data that arrived with the end of the handshake: `early[early_pos..]`.
-    early: Vec<u8>,
-    early_pos: usize,
     /// Plaintext of the record being read, not taken yet: `t.incoming.buf[plain]`. The record
     /// is `plain_record` bytes long and is consumed once its plaintext is.
     plain: std::ops::Range<usize>,
     plain_record: usize,
-    /// A post-handshake message that continues in the next record.
-    handshake: Vec<u8>,
+    /// Application data that arrived with the end of the handshake: `early[early_pos..]`.
+    early_pos: usize,
+    /// Records one key seals before TLS 1.3 updates it (TLS 1.2 closes instead): the cipher
+    /// suite's confidentiality limit.
+    tx_limit: u64,
+    version: Version,
     /// Reads may receive records into the reader's buffer. Off after such a read left a
     /// record half received (bulk data in large records: its start would be copied aside
     /// each time); on again once a read ends where a record does.
     direct: bool,
-    /// What a peer may still do before it counts as misbehaving.
-    key_updates_left: u8,
-    warnings_left: u8,
-    renegotiations_left: u8,
     /// The peer has sent `close_notify`.
     peer_closed: bool,
     /// Our `close_notify` (or fatal alert) is queued: nothing more is sealed.
     close_queued: bool,
     /// A protocol error ended the connection.
     failed: bool,
+    /// What a peer may still do before it counts as misbehaving.
+    key_updates_left: u8,
+    warnings_left: u8,
+    renegotiations_left: u8,
+    early: Vec<u8>,
+    /// A post-handshake message that continues in the next record.
+    handshake: Vec<u8>,
+    t: Transport<IO>,
+    rx: RecordKey,
+    tx: RecordKey,
+    session: Session,
+    kernel: KernelConnection<S::Data>,
 }
 
 /// Runs a server handshake on `io` with `config` and returns the connection once the
