@@ -65,6 +65,14 @@ pub fn http_get(url: &str, wanted: Wanted) -> Result<Vec<u8>, FetchError> {
         })
 }
 
+/// [`http_get`] for a text document: the body must be UTF-8.
+pub fn http_get_text(url: &str, wanted: Wanted) -> Result<String, FetchError> {
+    String::from_utf8(http_get(url, wanted)?).map_err(|_| FetchError::Body {
+        url: url.to_owned(),
+        reason: "the document is not UTF-8".to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,7 +80,7 @@ mod tests {
     use std::net::TcpListener;
 
     /// Serves one request with `response` and returns the request's head.
-    fn serve_once(response: String) -> (u16, std::thread::JoinHandle<String>) {
+    fn serve_once(response: Vec<u8>) -> (u16, std::thread::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
@@ -84,7 +92,7 @@ mod tests {
                 assert!(n > 0, "the client closed before its request ended");
                 req.extend_from_slice(&buf[..n]);
             }
-            s.write_all(response.as_bytes()).unwrap();
+            s.write_all(&response).unwrap();
             String::from_utf8(req).unwrap()
         });
         (port, server)
@@ -108,11 +116,27 @@ mod tests {
     }
 
     #[test]
+    fn a_text_document_must_be_utf8() {
+        let (port, server) = serve_once(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n\xff\xfe".to_vec(),
+        );
+        let url = format!("http://127.0.0.1:{port}/bin");
+        let e = http_get_text(&url, JSON).unwrap_err();
+        assert!(matches!(e, FetchError::Body { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("reading `{url}` failed: the document is not UTF-8")
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
     fn a_body_over_the_limit_is_an_error_naming_the_url() {
         let body = "x".repeat(17);
-        let (port, server) = serve_once(format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{body}"
-        ));
+        let (port, server) = serve_once(
+            format!("HTTP/1.1 200 OK\r\nContent-Length: 17\r\nConnection: close\r\n\r\n{body}")
+                .into_bytes(),
+        );
         let url = format!("http://127.0.0.1:{port}/big");
         let e = http_get(&url, JSON).unwrap_err();
         assert!(matches!(e, FetchError::Body { .. }), "{e:?}");

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use turnpike_config::fetch::{http_get, Wanted};
+use turnpike_config::fetch::{http_get_text, Wanted};
 use turnpike_config::yaml::{self, Span};
 
 /// The key of the root object under which referenced files are stored.
@@ -656,16 +656,14 @@ fn uri_source(uri: &str) -> Result<Source, String> {
 /// Fetches an `http://` or `https://` URL (load time only: 16 MB at most). Returns the
 /// document as text.
 pub fn fetch(url: &str) -> Result<String, String> {
-    let body = http_get(
+    http_get_text(
         url,
         Wanted {
             accept: "application/yaml, application/json, */*",
             max_bytes: 16 << 20,
         },
     )
-    .map_err(|e| e.to_string())?;
-    String::from_utf8(body)
-        .map_err(|_| format!("reading `{url}` failed: the document is not UTF-8"))
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use turnpike_config::fetch::{http_get, Wanted};
+use turnpike_config::fetch::{http_get_text, Wanted};
 use turnpike_config::JwtAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
@@ -81,7 +81,7 @@ fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
 
 /// Fetches and parses the key set at `url` (4 MB at most).
 fn fetch(url: &str) -> Result<Vec<Key>, String> {
-    let body = http_get(
+    let text = http_get_text(
         url,
         Wanted {
             accept: "application/jwk-set+json, application/json",
@@ -89,8 +89,6 @@ fn fetch(url: &str) -> Result<Vec<Key>, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let text = String::from_utf8(body)
-        .map_err(|_| format!("reading `{url}` failed: the key set is not UTF-8"))?;
     parse_jwks(&text)
 }
 
