@@ -98,6 +98,12 @@ mod tests {
         (port, server)
     }
 
+    /// The error's message says what step failed (`fetching` or `reading`) and names `url`.
+    fn assert_names(e: &FetchError, step: &str, url: &str) {
+        let prefix = format!("{step} `{url}` failed: ");
+        assert!(e.to_string().starts_with(&prefix), "{e}");
+    }
+
     const JSON: Wanted = Wanted {
         accept: "application/json",
         max_bytes: 16,
@@ -140,11 +146,7 @@ mod tests {
         let url = format!("http://127.0.0.1:{port}/big");
         let e = http_get(&url, JSON).unwrap_err();
         assert!(matches!(e, FetchError::Body { .. }), "{e:?}");
-        assert!(
-            e.to_string()
-                .starts_with(&format!("reading `{url}` failed: ")),
-            "{e}"
-        );
+        assert_names(&e, "reading", &url);
         server.join().unwrap();
     }
 
@@ -157,11 +159,7 @@ mod tests {
         let e = http_get(&url, JSON).unwrap_err();
         assert!(matches!(e, FetchError::Request { .. }), "{e:?}");
         assert!(e.to_string().contains("404"), "{e}");
-        assert!(
-            e.to_string()
-                .starts_with(&format!("fetching `{url}` failed: ")),
-            "{e}"
-        );
+        assert_names(&e, "fetching", &url);
         server.join().unwrap();
     }
 
