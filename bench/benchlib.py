@@ -3,10 +3,12 @@
 
 Subcommands:
   ports-free PORT...      exit 1 (listing them) if any 127.0.0.1 port is in use
-  proctree PID            JSON snapshot of the process tree rooted at PID:
+  proctree PID [--port P] JSON snapshot of the process tree rooted at PID:
                           CPU clock ticks (utime+stime of every process plus
-                          cutime+cstime of its reaped children) and the sum of
-                          VmHWM (peak RSS) in kB
+                          cutime+cstime of its reaped children), CPU ns of its
+                          live threads (schedstat), the sum of VmHWM (peak RSS)
+                          in kB, and with --port the requests received so far
+                          on the established connections to port P
   record ...              combine wrk output + two proctree snapshots + backend
                           accept counts into one JSON line (one benchmark run)
   report RUNS.jsonl       markdown tables (medians over rounds) for all cases
@@ -96,7 +98,38 @@ def _voluntary_switches(pid):
     return total
 
 
-def proctree(root):
+def _cpu_ns(pid):
+    """Nanoseconds the process's live threads have run: the first field of
+    /proc/PID/task/*/schedstat. Finer than the 10 ms clock ticks of /proc/PID/stat,
+    but without threads that have exited."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def requests_in(port):
+    """Requests received so far on the established TCP connections whose local port is
+    `port`: the sum of their `data_segs_in` (from `ss -ti`). A keep-alive client that
+    waits for each answer (wrk without pipelining) sends each request as one segment,
+    and the TLS handshake's segments come before it, so the difference between two
+    readings counts the requests between them, handshakes and connection setup left out.
+    Connections that close between the readings are not counted."""
+    import subprocess
+    out = subprocess.run(["ss", "-tinH", "state", "established", "( sport = :%d )" % port],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(int(n) for n in re.findall(r"\bdata_segs_in:(\d+)", out))
+
+
+def proctree(root, port=None):
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -116,12 +149,15 @@ def proctree(root):
     ticks = sum(stats[p][1] + stats[p][2] for p in tree)
     hwm = sum(_vm_hwm_kb(p) for p in tree)
     sleeps = sum(_voluntary_switches(p) for p in tree)
-    return {"pids": sorted(tree), "ticks": ticks, "hwm_kb": hwm, "sleeps": sleeps,
-            "time": time.monotonic()}
+    snap = {"pids": sorted(tree), "ticks": ticks, "cpu_ns": sum(_cpu_ns(p) for p in tree),
+            "hwm_kb": hwm, "sleeps": sleeps, "time": time.monotonic()}
+    if port is not None:
+        snap["requests_in"] = requests_in(port)
+    return snap
 
 
 def cmd_proctree(args):
-    print(json.dumps(proctree(args.pid)))
+    print(json.dumps(proctree(args.pid, args.port)))
     return 0
 
 
@@ -204,19 +240,28 @@ def cmd_record(args):
     with open(args.after) as f:
         after = json.load(f)
     ticks = after["ticks"] - before["ticks"]
-    cpu_s = ticks / float(args.clk_tck)
     wall = after.get("time", 0) - before.get("time", 0)
+    # Snapshots with request counts were taken while wrk ran, after its connections were
+    # set up: the window holds keep-alive traffic only, and CPU comes in nanoseconds.
+    # Otherwise the snapshots bracket the whole wrk run, handshakes included.
+    window = "requests_in" in before and "requests_in" in after
+    if window:
+        requests = after["requests_in"] - before["requests_in"]
+        cpu_s = (after["cpu_ns"] - before["cpu_ns"]) / 1e9
+    else:
+        requests = w["requests"]
+        cpu_s = ticks / float(args.clk_tck)
     rec = {
         "round": args.round, "case": args.case, "system": args.system,
         "url": args.url, "duration_s": args.duration,
         "cpu_ticks": ticks, "cpu_s": cpu_s,
-        "cpu_us_per_req": cpu_s * 1e6 / w["requests"] if w["requests"] else None,
-        # share of one CPU used between the two snapshots (which bracket wrk)
+        "cpu_us_per_req": cpu_s * 1e6 / requests if requests else None,
+        # share of one CPU used between the two snapshots
         "cpu_util_pct": 100.0 * cpu_s / wall if wall > 0 else None,
         "rss_mb": after["hwm_kb"] / 1024.0,
         # how often the system under test blocked for lack of work, per request
-        "sleeps_per_req": ((after["sleeps"] - before["sleeps"]) / w["requests"]
-                           if "sleeps" in before and "sleeps" in after and w["requests"] else None),
+        "sleeps_per_req": ((after["sleeps"] - before["sleeps"]) / requests
+                           if "sleeps" in before and "sleeps" in after and requests else None),
         "procs": len(after["pids"]),
         "upstream_conns": None,
     }
@@ -225,6 +270,9 @@ def cmd_record(args):
         # backend: the `after` read adds 1 that is not the proxy's.
         rec["upstream_conns"] = max(0, args.accepts_after - args.accepts_before - 1)
     rec.update(w)
+    if window:
+        rec.update({"wrk_requests": w["requests"], "wrk_rps": w["rps"], "requests": requests,
+                    "rps": requests / wall if wall > 0 else None, "window_s": wall})
     print(json.dumps(rec, sort_keys=True))
     if args.summary:
         sys.stderr.write(
@@ -445,6 +493,7 @@ def main():
 
     p = sub.add_parser("proctree")
     p.add_argument("pid", type=int)
+    p.add_argument("--port", type=int, help="also count the requests received on this port")
     p.set_defaults(func=cmd_proctree)
 
     p = sub.add_parser("record")

@@ -34,3 +34,7 @@ bench_answers_200() {
     done
     return 1
 }
+
+# sleep_until EXPR: sleeps until the time EXPR (seconds since the epoch, an awk expression,
+# e.g. "$started + 1"); returns at once if that time has passed.
+sleep_until() { sleep "$(awk -v now="$(date +%s.%N)" "BEGIN { d = $1 - now; print (d > 0 ? d : 0) }")"; }

@@ -11,11 +11,14 @@ PY=${PYTHON:-python3}
 LIB=$BENCH_DIR/benchlib.py
 # shellcheck source=common.sh
 . "$BENCH_DIR/common.sh"
-INSTALL_CMD="apt-get update && apt-get install -y nginx-light wrk haproxy curl util-linux python3   (or: bench/install-deps.sh)"
+INSTALL_CMD="apt-get update && apt-get install -y nginx-light wrk haproxy curl util-linux iproute2 python3   (or: bench/install-deps.sh)"
 
 # ---- defaults --------------------------------------------------------------
 ROUNDS=3
 DURATION=10
+SETTLE=1       # seconds of each wrk run before the measured window (connections, handshakes)
+TAIL=1         # and after it
+WINDOW_MIN=3   # shorter runs are measured whole
 CONNECTIONS=50
 TURNPIKE=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/turnpike
 SYSTEMS=turnpike,nginx,haproxy   # hidden option --systems (harness self-test)
@@ -52,7 +55,9 @@ Benchmarks turnpike against nginx (and HAProxy) on 127.0.0.1, the system under
 test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benchmarks.md.
 
   --rounds N         rounds; each round runs every case and system once (default $ROUNDS)
-  --duration SECS    duration of each wrk run (default $DURATION)
+  --duration SECS    duration of each wrk run (default $DURATION); from $WINDOW_MIN s up, CPU
+                     and requests are measured in a window that leaves out the first
+                     $SETTLE s (connections, TLS handshakes) and the last $TAIL s
   --connections C    wrk connections (default $CONNECTIONS)
   --turnpike PATH    turnpike binary (default target/release/turnpike;
                      build it with: cargo build --release)
@@ -195,7 +200,7 @@ done
 
 # ---- prerequisites -------------------------------------------------------------
 missing=()
-for t in taskset wrk nginx haproxy curl "$PY" getconf; do
+for t in taskset wrk nginx haproxy curl "$PY" getconf ss; do
     command -v "$t" >/dev/null 2>&1 || missing+=("$t")
 done
 if ((${#missing[@]})); then
@@ -496,16 +501,32 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     wait_ready "$pid" "$scheme://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)
-    "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
     if [[ $case == h2 ]]; then
+        # h2load multiplexes requests, so they are not counted on the socket: the snapshots
+        # bracket the whole run, connection setup included.
+        "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
         taskset -c "$LOAD_CPU" h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "h2load failed against $url"; }
-    else
+        "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
+    elif ((DURATION < WINDOW_MIN)); then
+        # Too short for a window: the snapshots bracket the run, connection setup included.
+        "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
         taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
             || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+        "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
+    else
+        # The measured window leaves out wrk's first SETTLE s (connections, TLS handshakes)
+        # and last TAIL s; each snapshot counts the requests received on the port so far.
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 &
+        local wrk_pid=$! started
+        started=$(date +%s.%N)
+        sleep_until "$started + $SETTLE"
+        "$PY" "$LIB" proctree "$pid" --port "$port" >"$dir/before.json"
+        sleep_until "$started + $DURATION - $TAIL"
+        "$PY" "$LIB" proctree "$pid" --port "$port" >"$dir/after.json"
+        wait "$wrk_pid" || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
     fi
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
-    "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     a1=$(backend_accepts)
 
     "$PY" "$LIB" record --round "$round" --case "$case" --system "$sys" --url "$url" \

@@ -15,7 +15,9 @@ LIB=$BENCH_DIR/benchlib.py
 # shellcheck source=common.sh
 . "$BENCH_DIR/common.sh"
 ROUNDS=8
-DURATION=6
+DURATION=7
+SETTLE=1     # seconds of each round's load before the measured window
+TAIL=1       # and after it
 CONNECTIONS=50
 QUOTA=20
 PERIOD_US=10000
@@ -38,12 +40,16 @@ SETUP is one of:
   --a-spin N, --b-spin N       that side's wrk runs configs/slow-loader.lua with SPIN=N: busy
                                work on the load CPU for every response (0: plain wrk)
   --rounds N                   rounds (default $ROUNDS); the sides swap ports every round
-  --duration SECS              length of each round's load (default $DURATION)
+  --duration SECS              length of each round's load (default $DURATION); the measured
+                               window leaves out its first ${SETTLE} s (connections and TLS
+                               handshakes) and its last ${TAIL} s
   --connections C              wrk connections per side (default $CONNECTIONS)
   --quota PCT                  each gateway's share of the gateway CPU (default $QUOTA)
 
 Prints, per round and as medians, each side's CPU µs per request and sleeps per request, and
-the ratio B/A. Needs root (cgroups), nginx, wrk, taskset, curl, openssl and python3, and free
+the ratio B/A, over keep-alive traffic: requests are counted on the gateway's sockets
+(data_segs_in from ss) and CPU from the threads' schedstat, both inside the window.
+Needs root (cgroups), nginx, wrk, taskset, curl, openssl, python3 and ss (iproute2), and free
 ports 2010, 2012, ${PORTS[0]} and ${PORTS[1]} on 127.0.0.1.
 EOF
 }
@@ -72,10 +78,11 @@ done
 for n in "$ROUNDS" "$DURATION" "$CONNECTIONS" "$QUOTA"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || die "--rounds, --duration, --connections and --quota take positive numbers"
 done
+((DURATION >= 3)) || die "--duration: at least 3 s (1 s to connect, then the measured window)"
 [[ $A_SPIN =~ ^[0-9]+$ && $B_SPIN =~ ^[0-9]+$ ]] || die "--a-spin and --b-spin take a number"
 ((QUOTA * 2 <= 100)) || die "--quota: two gateways share one CPU, so at most 50"
 for b in "$A_BIN" "$B_BIN"; do [[ -x $b ]] || die "no turnpike binary at $b (cargo build --release)"; done
-for tool in nginx wrk taskset curl openssl python3; do
+for tool in nginx wrk taskset curl openssl python3 ss; do
     command -v "$tool" >/dev/null || die "missing $tool (bench/install-deps.sh installs it)"
 done
 [[ -d /sys/fs/cgroup/cpu ]] || die "needs the cgroup v1 CPU controller under /sys/fs/cgroup/cpu (and root)"
@@ -88,7 +95,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     for cg in "${CGS[@]}"; do rmdir "$cg" 2>/dev/null || true; done
-    rm -rf "$TMP"
+    [[ -n ${KEEP_TMP:-} ]] || rm -rf "$TMP"
 }
 trap cleanup EXIT
 
@@ -152,7 +159,6 @@ for round in $(seq "$ROUNDS"); do
         warm+=($!)
     done
     wait "${warm[@]}"
-    for side in a b; do python3 "$LIB" proctree "${pid[$side]}" >"$TMP/$side.before"; done
     wrks=()
     for side in a b; do
         spin=$(side_spin $side)
@@ -162,9 +168,17 @@ for round in $(seq "$ROUNDS"); do
             >"$TMP/$side.wrk" &
         wrks+=($!)
     done
+    # The measured window: from SETTLE s after wrk starts (its connections are open and
+    # their TLS handshakes done) to TAIL s before it stops. Each snapshot counts the
+    # requests received on the side's port so far, so per-request figures cover
+    # keep-alive traffic only.
+    started=$(date +%s.%N)
+    sleep_until "$started + $SETTLE"
+    for side in a b; do python3 "$LIB" proctree "${pid[$side]}" --port "${port[$side]}" >"$TMP/$side.before"; done
+    sleep_until "$started + $DURATION - $TAIL"
+    for side in a b; do python3 "$LIB" proctree "${pid[$side]}" --port "${port[$side]}" >"$TMP/$side.after"; done
     wait "${wrks[@]}"
     for side in a b; do
-        python3 "$LIB" proctree "${pid[$side]}" >"$TMP/$side.after"
         python3 "$LIB" record --round "$round" --case together --system "$side" --url "${url[$side]}" \
             --duration "$DURATION" --wrk "$TMP/$side.wrk" --before "$TMP/$side.before" \
             --after "$TMP/$side.after" | python3 -c "
