@@ -126,7 +126,12 @@ def requests_in(port):
     import subprocess
     out = subprocess.run(["ss", "-tinH", "state", "established", "( sport = :%d )" % port],
                          capture_output=True, text=True, check=True).stdout
-    return sum(int(n) for n in re.findall(r"\bdata_segs_in:(\d+)", out))
+    return sum_data_segs_in(out)
+
+
+def sum_data_segs_in(ss_output):
+    """The sum of the `data_segs_in` fields in `ss -ti` output."""
+    return sum(int(n) for n in re.findall(r"\bdata_segs_in:(\d+)", ss_output))
 
 
 def proctree(root, port=None):

@@ -25,7 +25,8 @@ ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
 command -v cc >/dev/null || need+=(build-essential)
 if [ "$mode" = "--test" ]; then
   # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, kill, CA roots,
-  # xmllint (schema verdicts are compared with it), python3 + pip for the test peers.
+  # xmllint (schema verdicts are compared with it), python3 + pip for the test peers, ss (the
+  # benchmark harness's request count, tested by bench/test_benchlib.py).
   command -v curl >/dev/null || need+=(curl)
   command -v openssl >/dev/null || need+=(openssl)
   command -v h2load >/dev/null || need+=(nghttp2-client)
@@ -33,6 +34,7 @@ if [ "$mode" = "--test" ]; then
   [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
   command -v xmllint >/dev/null || need+=(libxml2-utils)
   command -v python3 >/dev/null || need+=(python3)
+  command -v ss >/dev/null || need+=(iproute2)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 fi
 if [ ${#need[@]} -gt 0 ]; then
