@@ -77,43 +77,38 @@ def _vm_hwm_kb(pid):
     return 0
 
 
-def _voluntary_switches(pid):
-    """Times the process's threads went to sleep (blocked) so far: the sum of
-    `voluntary_ctxt_switches` over /proc/PID/task/*/status. A server blocks when
-    it runs out of work (in epoll_wait), so per request this counts its waits."""
-    total = 0
+def _sum_over_threads(pid, name, read):
+    """The sum of `read(text)` over /proc/PID/task/*/NAME, for the threads alive now;
+    threads that end while they are read, or whose file does not parse, count 0."""
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return 0
+    total = 0
     for tid in tids:
         try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
+            with open("/proc/%d/task/%s/%s" % (pid, tid, name)) as f:
+                total += read(f.read())
+        except (OSError, ValueError, IndexError):
             pass
     return total
+
+
+def _voluntary_switches(pid):
+    """Times the process's threads went to sleep (blocked) so far: the sum of
+    `voluntary_ctxt_switches` over /proc/PID/task/*/status. A server blocks when
+    it runs out of work (in epoll_wait), so per request this counts its waits."""
+    def read(text):
+        m = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", text, re.M)
+        return int(m.group(1)) if m else 0
+    return _sum_over_threads(pid, "status", read)
 
 
 def _cpu_ns(pid):
     """Nanoseconds the process's live threads have run: the first field of
     /proc/PID/task/*/schedstat. Finer than the 10 ms clock ticks of /proc/PID/stat,
     but without threads that have exited."""
-    total = 0
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return 0
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+    return _sum_over_threads(pid, "schedstat", lambda text: int(text.split()[0]))
 
 
 def requests_in(port):

@@ -7,6 +7,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import unittest
 from contextlib import redirect_stdout
 from types import SimpleNamespace
@@ -112,6 +113,12 @@ class Counting(unittest.TestCase):
             for c in accepted:
                 c.close()
             server.close()
+
+    def test_sleeps_of_this_process_grow_as_it_blocks(self):
+        before = benchlib._voluntary_switches(os.getpid())
+        for _ in range(3):
+            time.sleep(0.002)
+        self.assertGreaterEqual(benchlib._voluntary_switches(os.getpid()), before + 3)
 
     def test_cpu_ns_of_this_process_grows_as_it_works(self):
         before = benchlib._cpu_ns(os.getpid())
