@@ -501,30 +501,32 @@ run_one() {  # run_one ROUND CASE/SYSTEM
     wait_ready "$pid" "$scheme://127.0.0.1:$port${ready_path:-$path}" "$expect" "$logf" "$dir" "$hdr"
 
     a0=$(backend_accepts)
+    local load tool
     if [[ $case == h2 ]]; then
-        # h2load multiplexes requests, so they are not counted on the socket: the snapshots
-        # bracket the whole run, connection setup included.
+        tool=h2load
+        load=(h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url")
+    else
+        tool=wrk
+        load=(wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url")
+    fi
+    if [[ $tool == h2load ]] || ((DURATION < WINDOW_MIN)); then
+        # h2load multiplexes requests, so they cannot be counted on the socket, and short runs
+        # leave no window: the snapshots bracket the whole run, connection setup included.
         "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-        taskset -c "$LOAD_CPU" h2load -c"$CONNECTIONS" -m10 -D"$DURATION" "${wargs[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
-            || { cat "$dir/wrk.txt" >&2; die "h2load failed against $url"; }
-        "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
-    elif ((DURATION < WINDOW_MIN)); then
-        # Too short for a window: the snapshots bracket the run, connection setup included.
-        "$PY" "$LIB" proctree "$pid" >"$dir/before.json"
-        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 \
-            || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+        taskset -c "$LOAD_CPU" "${load[@]}" >"$dir/wrk.txt" 2>&1 \
+            || { cat "$dir/wrk.txt" >&2; die "$tool failed against $url"; }
         "$PY" "$LIB" proctree "$pid" >"$dir/after.json"
     else
         # The measured window leaves out wrk's first SETTLE s (connections, TLS handshakes)
         # and last TAIL s; each snapshot counts the requests received on the port so far.
-        taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${wargs[@]}" "${script[@]}" "$url" >"$dir/wrk.txt" 2>&1 &
-        local wrk_pid=$! started
+        taskset -c "$LOAD_CPU" "${load[@]}" >"$dir/wrk.txt" 2>&1 &
+        local load_pid=$! started
         started=$(date +%s.%N)
         sleep_until "$started + $SETTLE"
         "$PY" "$LIB" proctree "$pid" --port "$port" >"$dir/before.json"
         sleep_until "$started + $DURATION - $TAIL"
         "$PY" "$LIB" proctree "$pid" --port "$port" >"$dir/after.json"
-        wait "$wrk_pid" || { cat "$dir/wrk.txt" >&2; die "wrk failed against $url"; }
+        wait "$load_pid" || { cat "$dir/wrk.txt" >&2; die "$tool failed against $url"; }
     fi
     alive "$pid" || fail_server "$sys exited during the wrk run (interrupted, or it crashed)" "$logf" "$dir"
     a1=$(backend_accepts)

@@ -51,6 +51,8 @@ the ratio B/A, over keep-alive traffic: requests are counted on the gateway's so
 (data_segs_in from ss) and CPU from the threads' schedstat, both inside the window.
 Needs root (cgroups), nginx, wrk, taskset, curl, openssl, python3 and ss (iproute2), and free
 ports 2010, 2012, ${PORTS[0]} and ${PORTS[1]} on 127.0.0.1.
+With KEEP_TMP=1 in the environment, the run's folder (configs, logs, wrk output, snapshots)
+is kept in /tmp.
 EOF
 }
 
