@@ -2,7 +2,7 @@
 //! phases it runs in, and the body need of the whole chain computed once at compile time.
 
 use crate::exchange::Exchange;
-use crate::policy::{BodyNeed, Outcome, Policy};
+use crate::policy::{BodyNeed, Outcome, Policy, Wait};
 
 /// One policy of a chain and the phases it takes part in.
 pub struct Step {
@@ -37,6 +37,31 @@ pub enum RequestEnd {
         at: usize,
         /// Its outcome (`Respond` or `Reject`).
         outcome: Outcome,
+    },
+    /// Step `at` waits for I/O: the engine awaits it, applies its result, and (when that
+    /// continues) goes on with [`Chain::run_request_from`] at `at + 1`.
+    Wait {
+        /// Index of the waiting step.
+        at: usize,
+        /// What it waits for.
+        wait: Wait,
+    },
+}
+
+/// What the response phase of a chain ended with.
+#[derive(Debug)]
+pub enum ResponseEnd {
+    /// Every response step ran (a `Respond` replaced `ex.response`).
+    Done,
+    /// A step rejected the response with this problem.
+    Reject(crate::Problem),
+    /// Step `at` waits for I/O: the engine awaits it, applies its result, and goes on with
+    /// [`Chain::run_response_from`] below `at`.
+    Wait {
+        /// Index of the waiting step.
+        at: usize,
+        /// What it waits for.
+        wait: Wait,
     },
 }
 
@@ -129,14 +154,20 @@ impl Chain {
         self.has_response_steps
     }
 
-    /// Runs the request phase in order until a policy answers.
+    /// Runs the request phase in order until a policy answers or waits.
     pub fn run_request(&self, ex: &mut Exchange) -> RequestEnd {
-        for (i, step) in self.steps.iter().enumerate() {
+        self.run_request_from(ex, 0)
+    }
+
+    /// Runs the request phase from step `from` on (after a step that waited).
+    pub fn run_request_from(&self, ex: &mut Exchange, from: usize) -> RequestEnd {
+        for (i, step) in self.steps.iter().enumerate().skip(from) {
             if !step.request {
                 continue;
             }
             match step.policy.on_request(ex) {
                 Outcome::Continue => {}
+                Outcome::Wait(wait) => return RequestEnd::Wait { at: i, wait },
                 outcome => return RequestEnd::Answered { at: i, outcome },
             }
         }
@@ -145,18 +176,19 @@ impl Chain {
 
     /// Runs the response phase of the steps before `end` (all steps: `usize::MAX`), last first.
     /// A policy that answers replaces `ex.response`; the phase continues with the earlier steps.
-    pub fn run_response(&self, ex: &mut Exchange, end: usize) -> Option<crate::Problem> {
+    pub fn run_response_from(&self, ex: &mut Exchange, end: usize) -> ResponseEnd {
         let end = end.min(self.steps.len());
-        for step in self.steps[..end].iter().rev() {
+        for (i, step) in self.steps[..end].iter().enumerate().rev() {
             if !step.response {
                 continue;
             }
             match step.policy.on_response(ex) {
                 Outcome::Continue => {}
                 Outcome::Respond(r) => ex.response = Some(r),
-                Outcome::Reject(p) => return Some(p),
+                Outcome::Reject(p) => return ResponseEnd::Reject(p),
+                Outcome::Wait(wait) => return ResponseEnd::Wait { at: i, wait },
             }
         }
-        None
+        ResponseEnd::Done
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod chain;
+pub mod error_format;
 pub mod exchange;
 pub mod json;
 pub mod jsonpath;
@@ -13,9 +14,10 @@ pub mod router;
 pub mod template;
 
 pub use body::Body;
-pub use chain::{Chain, RequestEnd, Step};
+pub use chain::{Chain, RequestEnd, ResponseEnd, Step};
+pub use error_format::{ErrorFormat, RenderProblem};
 pub use exchange::Exchange;
-pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy};
-pub use problem::Problem;
+pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy, Resume, Wait};
+pub use problem::{types as problems, Problem, ProblemType};
 pub use router::{Match, RouteSpec, Router};
 pub use template::{Template, TemplateScope};

@@ -4,6 +4,10 @@
 //! order, then (after the target answered, or after a policy answered) the response phase of
 //! the steps already passed, in reverse order — Membrane's flow semantics.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
 use http::Response;
 
 use crate::body::Body;
@@ -20,6 +24,90 @@ pub enum Outcome {
     Respond(Response<Body>),
     /// Stop and answer with this problem (rendered as problem+json, or a SOAP fault on SOAP APIs).
     Reject(Problem),
+    /// Wait for I/O (a key server, a shared counter store, an executor) before deciding: the
+    /// engine awaits the step's future, then applies what it returns to the exchange. Policies
+    /// that answer synchronously never build one, and the chain only awaits where a step asks.
+    Wait(Wait),
+}
+
+/// What an asynchronous step does once its I/O is done: applied to the exchange, it gives the
+/// step's outcome (which may be another [`Outcome::Wait`]).
+pub type Resume = Box<dyn FnOnce(&mut Exchange) -> Outcome>;
+
+/// The asynchronous part of a policy step (see [`Outcome::Wait`]). The future owns what it
+/// needs (it does not borrow the exchange), so that the engine can race it against the step's
+/// timeout and drop it when the client goes away.
+pub struct Wait {
+    /// The I/O; its output is applied to the exchange.
+    pub future: Pin<Box<dyn Future<Output = Resume>>>,
+    /// How long the step may wait.
+    pub timeout: Duration,
+    /// Applied instead when the future has not finished within `timeout` (the future is then
+    /// dropped).
+    pub on_timeout: Resume,
+}
+
+impl Wait {
+    /// A step that waits for `future` at most `timeout`, then applies `on_timeout`.
+    pub fn new(
+        future: impl Future<Output = Resume> + 'static,
+        timeout: Duration,
+        on_timeout: impl FnOnce(&mut Exchange) -> Outcome + 'static,
+    ) -> Self {
+        Wait {
+            future: Box::pin(future),
+            timeout,
+            on_timeout: Box::new(on_timeout),
+        }
+    }
+}
+
+impl Wait {
+    /// This wait, followed by `next` applied to its outcome (whether the future finished or
+    /// timed out): how a step that runs a nested chain (a consumer's flow) carries on with the
+    /// nested chain's remaining steps after one of them waited.
+    pub fn then(self, next: impl FnOnce(&mut Exchange, Outcome) -> Outcome + 'static) -> Wait {
+        type Next = Box<dyn FnOnce(&mut Exchange, Outcome) -> Outcome>;
+        let slot: std::rc::Rc<std::cell::Cell<Option<Next>>> =
+            std::rc::Rc::new(std::cell::Cell::new(Some(Box::new(next))));
+        fn apply(slot: &std::cell::Cell<Option<Next>>, ex: &mut Exchange, o: Outcome) -> Outcome {
+            let Some(next) = slot.take() else {
+                return o;
+            };
+            match o {
+                Outcome::Wait(w) => Outcome::Wait(w.then(next)),
+                o => next(ex, o),
+            }
+        }
+        let (s1, s2) = (slot.clone(), slot);
+        let Wait {
+            future,
+            timeout,
+            on_timeout,
+        } = self;
+        Wait {
+            future: Box::pin(async move {
+                let resume = future.await;
+                Box::new(move |ex: &mut Exchange| {
+                    let o = resume(ex);
+                    apply(&s1, ex, o)
+                }) as Resume
+            }),
+            timeout,
+            on_timeout: Box::new(move |ex: &mut Exchange| {
+                let o = on_timeout(ex);
+                apply(&s2, ex, o)
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wait")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How much of the request body a policy needs before its request phase can run.
@@ -75,7 +163,8 @@ pub trait Policy: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Runs on the request before it goes to the target; may change it, answer it, or reject it.
+    /// Runs on the request before it goes to the target; may change it, answer it, reject it,
+    /// or ask the engine to wait for I/O first ([`Outcome::Wait`]).
     fn on_request(&self, _ex: &mut Exchange) -> Outcome {
         Outcome::Continue
     }

@@ -1,23 +1,115 @@
 //! RFC 9457 problem details: the machine-readable body of every response the gateway itself
-//! generates for an error.
-
-use std::borrow::Cow;
+//! generates for an error. Every problem is of one [`ProblemType`] of the closed catalogue in
+//! [`types`], which fixes its `type` URI, default status, title and access-log label; a
+//! problem adds what happened in this occurrence (`detail`, extra members, headers).
 
 use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::body::Body;
 
+/// One kind of problem the gateway answers with. The catalogue ([`types::ALL`]) is closed:
+/// `docs/problems.md` lists every entry, and a test checks that the two agree.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProblemType {
+    /// Short machine-readable kind: the `type` member is `urn:turnpike:problem:<kind>`.
+    pub kind: &'static str,
+    /// The status answered unless the occurrence sets another (see [`Problem::with_status`]).
+    pub status: StatusCode,
+    /// Human-readable summary of the kind (the `title` member).
+    pub title: &'static str,
+    /// What the access log's `error` field says.
+    pub log: &'static str,
+}
+
+/// The catalogue of problem types, one constant each.
+pub mod types {
+    use super::ProblemType;
+    use http::StatusCode;
+
+    macro_rules! catalogue {
+        ($($(#[$doc:meta])* $name:ident = ($kind:literal, $status:ident, $title:literal, $log:literal);)*) => {
+            $(
+                $(#[$doc])*
+                pub static $name: ProblemType = ProblemType {
+                    kind: $kind,
+                    status: StatusCode::$status,
+                    title: $title,
+                    log: $log,
+                };
+            )*
+            /// Every problem type, in catalogue order.
+            pub static ALL: &[&ProblemType] = &[$(&$name),*];
+        };
+    }
+
+    catalogue! {
+        /// No API on this port matches the request, or a published document does not exist.
+        NOT_FOUND = ("not-found", NOT_FOUND, "Not found", "no route");
+        /// The API (or the OpenAPI operation) does not take this method.
+        METHOD_NOT_ALLOWED = ("method-not-allowed", METHOD_NOT_ALLOWED, "Method not allowed", "method not allowed");
+        /// The request could not be forwarded as received (an invalid URI after rewriting).
+        BAD_REQUEST = ("bad-request", BAD_REQUEST, "Bad request", "bad request");
+        /// The request body broke off or its framing is invalid.
+        BAD_BODY = ("bad-body", BAD_REQUEST, "The request body could not be read", "bad body");
+        /// The request body is larger than `limits.maxBodySize` or a `requestSizeLimit`.
+        BODY_TOO_LARGE = ("body-too-large", PAYLOAD_TOO_LARGE, "Request body too large", "body too large");
+        /// A `rewriter` produced a path that is not a valid URI path.
+        BAD_REWRITE = ("bad-rewrite", BAD_REQUEST, "The rewritten path is not valid", "bad rewrite");
+        /// A `setHeader` computed a value that is not a valid header value (400 on requests,
+        /// 502 on responses).
+        INVALID_HEADER = ("invalid-header", BAD_REQUEST, "A header could not be set", "invalid header");
+        /// Credentials are missing or invalid.
+        UNAUTHORIZED = ("unauthorized", UNAUTHORIZED, "Authentication required", "unauthorized");
+        /// The caller is authenticated but not allowed (consumer, group or scope).
+        FORBIDDEN = ("forbidden", FORBIDDEN, "Access denied", "forbidden");
+        /// `accessControl` denies the client's IP.
+        IP_DENIED = ("ip-denied", FORBIDDEN, "Access denied", "ip denied");
+        /// A CORS preflight asks for an origin, method or header that is not allowed.
+        CORS_DENIED = ("cors-denied", FORBIDDEN, "CORS preflight denied", "cors denied");
+        /// A `rateLimiter` limit is reached.
+        RATE_LIMITED = ("rate-limited", TOO_MANY_REQUESTS, "Too many requests", "rate limited");
+        /// `jsonProtection` refused the body.
+        JSON_PROTECTION = ("json-protection", BAD_REQUEST, "The JSON body was rejected", "json protection");
+        /// `xmlProtection` refused the body (413 when it is larger than `maxSize`).
+        XML_PROTECTION = ("xml-protection", BAD_REQUEST, "The request is not acceptable XML", "xml protection");
+        /// A JSON body was expected and could not be parsed.
+        BAD_JSON = ("bad-json", BAD_REQUEST, "The body is not JSON", "bad json");
+        /// The request does not match its OpenAPI operation or WSDL operation.
+        VALIDATION = ("validation", BAD_REQUEST, "The request is not valid", "validation");
+        /// The request's `Content-Type` is not one the OpenAPI operation accepts.
+        UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", UNSUPPORTED_MEDIA_TYPE, "Unsupported media type", "unsupported media type");
+        /// The backend's response does not match the OpenAPI spec.
+        RESPONSE_VALIDATION = ("response-validation", BAD_GATEWAY, "The backend's response is not valid", "response validation");
+        /// The SOAP backend answered with a fault (`wsdl2openapi`; 400 for client faults).
+        SOAP_FAULT = ("soap-fault", BAD_GATEWAY, "The SOAP service answered with a fault", "soap fault");
+        /// The SOAP backend's answer could not be read as the WSDL's response.
+        SOAP_RESPONSE = ("soap-response", BAD_GATEWAY, "The SOAP backend's answer could not be read", "soap response");
+        /// No connection to the backend could be made.
+        UPSTREAM_UNREACHABLE = ("upstream-unreachable", BAD_GATEWAY, "Upstream unreachable", "upstream unreachable");
+        /// The TLS handshake with the backend failed.
+        UPSTREAM_TLS = ("upstream-tls", BAD_GATEWAY, "TLS to the backend failed", "upstream tls");
+        /// The backend broke the exchange off or answered something that is not HTTP.
+        UPSTREAM_ERROR = ("upstream-error", BAD_GATEWAY, "The backend failed", "upstream error");
+        /// No response head from the backend within `timeouts.upstream`.
+        UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
+        /// A policy waited on an outside service (a key server) longer than it allows.
+        POLICY_TIMEOUT = ("policy-timeout", GATEWAY_TIMEOUT, "A policy did not finish in time", "policy timeout");
+        /// The gateway failed in a way the request did not cause.
+        INTERNAL = ("internal", INTERNAL_SERVER_ERROR, "Internal error", "internal");
+        /// The API's flow did not answer and it has no target.
+        NO_TARGET = ("no-target", INTERNAL_SERVER_ERROR, "This API has no target", "no target");
+    }
+}
+
 /// A problem the gateway answers with instead of forwarding.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
-    /// HTTP status.
+    /// Its type in the catalogue.
+    pub ty: &'static ProblemType,
+    /// HTTP status (the type's, unless set with [`Problem::with_status`]).
     pub status: StatusCode,
-    /// Short machine-readable kind (`not-found`, `bad-gateway`, ...); the `type` member is
-    /// `urn:turnpike:problem:<kind>`.
-    pub kind: &'static str,
-    /// Human-readable summary of the kind.
-    pub title: Cow<'static, str>,
-    /// What happened in this occurrence.
+    /// What happened in this occurrence, in words that help the client; never internals such
+    /// as backend addresses, OS errors or library messages (those go to the log).
     pub detail: Option<String>,
     /// Extra members to add to the JSON object.
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
@@ -26,20 +118,31 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A problem with a status, kind and title.
-    pub fn new(
-        status: StatusCode,
-        kind: &'static str,
-        title: impl Into<Cow<'static, str>>,
-    ) -> Self {
+    /// A problem of type `ty`, with its status and title.
+    pub fn new(ty: &'static ProblemType) -> Self {
         Problem {
-            status,
-            kind,
-            title: title.into(),
+            ty,
+            status: ty.status,
             detail: None,
             extra: None,
             headers: Vec::new(),
         }
+    }
+
+    /// The short kind (`not-found`, ...).
+    pub fn kind(&self) -> &'static str {
+        self.ty.kind
+    }
+
+    /// The title of the problem's type.
+    pub fn title(&self) -> &'static str {
+        self.ty.title
+    }
+
+    /// Answers with another status than the type's default.
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
     }
 
     /// Adds the detail text.
@@ -64,11 +167,7 @@ impl Problem {
 
     /// 404: no API matches the request.
     pub fn no_route() -> Self {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "No API matches this request",
-        )
+        Problem::new(&types::NOT_FOUND)
     }
 
     /// The problem as a JSON object.
@@ -76,9 +175,9 @@ impl Problem {
         let mut obj = serde_json::Map::new();
         obj.insert(
             "type".into(),
-            format!("urn:turnpike:problem:{}", self.kind).into(),
+            format!("urn:turnpike:problem:{}", self.ty.kind).into(),
         );
-        obj.insert("title".into(), self.title.as_ref().into());
+        obj.insert("title".into(), self.ty.title.into());
         obj.insert("status".into(), self.status.as_u16().into());
         if let Some(d) = &self.detail {
             obj.insert("detail".into(), d.as_str().into());
@@ -120,9 +219,25 @@ mod tests {
         let j = p.to_json();
         assert_eq!(j["status"], 404);
         assert_eq!(j["type"], "urn:turnpike:problem:not-found");
+        assert_eq!(j["title"], "Not found");
         assert_eq!(j["path"], "/x");
         let r = p.into_response();
         assert_eq!(r.status(), 404);
         assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
+
+    #[test]
+    fn catalogue_kinds_are_unique() {
+        let mut kinds: Vec<&str> = types::ALL.iter().map(|t| t.kind).collect();
+        kinds.sort_unstable();
+        let n = kinds.len();
+        kinds.dedup();
+        assert_eq!(kinds.len(), n);
+    }
+
+    #[test]
+    fn status_can_differ_from_the_type() {
+        let p = Problem::new(&types::INVALID_HEADER).with_status(StatusCode::BAD_GATEWAY);
+        assert_eq!(p.into_response().status(), 502);
     }
 }

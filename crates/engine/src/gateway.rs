@@ -9,18 +9,37 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 use tokio::sync::mpsc;
-use turnpike_config::{ConfigErrors, ConfigSet};
+use turnpike_snapshot::{Settings, Snapshot};
 
 use crate::listener::bind_group;
-use crate::snapshot::{self, Settings, Snapshot};
 use crate::worker::{self, Command};
+
+/// What the compile stage made of a configuration.
+pub struct Compiled {
+    /// The snapshot to serve.
+    pub snapshot: Snapshot,
+    /// Every local file the configuration read (config files, specs, WSDLs, key material):
+    /// a change to one of them means a reload with `--watch`.
+    pub files: Vec<PathBuf>,
+}
+
+/// The compile stage as the control plane sees it: called at start and on every reload, off
+/// the request path.
+pub trait Compiler: Send + Sync {
+    /// Loads and compiles the configuration at `sources` (files or folders). The error lists
+    /// every problem found, each with its location.
+    fn compile(
+        &self,
+        sources: &[PathBuf],
+    ) -> Result<Compiled, Box<dyn std::error::Error + Send + Sync>>;
+}
 
 /// Why a configuration could not be started or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The configuration has errors (each with its location).
-    #[error(transparent)]
-    Config(#[from] ConfigErrors),
+    #[error("{0}")]
+    Config(Box<dyn std::error::Error + Send + Sync>),
     /// A listener could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -45,32 +64,21 @@ struct Control {
 /// A running gateway. Dropping it stops the workers at once; [`Gateway::shutdown`] lets
 /// in-flight requests finish first.
 pub struct Gateway {
+    compiler: Arc<dyn Compiler>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     workers: Vec<(mpsc::UnboundedSender<Command>, JoinHandle<()>)>,
     control: Mutex<Control>,
 }
 
 impl Gateway {
-    /// Loads the configuration from `sources` (files or folders) and starts serving it.
-    pub fn start_from(sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
-        let (set, snap) = snapshot::load_and_compile(&sources)?;
-        Self::start_compiled(set, snap, sources)
-    }
-
-    /// Compiles `set`, opens its listeners, and starts the workers. `sources` is what
-    /// [`Gateway::reload`] reads again.
-    pub fn start(set: ConfigSet, sources: Vec<PathBuf>) -> Result<Self, ApplyError> {
-        let snap = snapshot::compile(&set)?;
-        Self::start_compiled(set, snap, sources)
-    }
-
-    fn start_compiled(
-        set: ConfigSet,
-        snap: Snapshot,
-        sources: Vec<PathBuf>,
-    ) -> Result<Self, ApplyError> {
+    /// Loads the configuration from `sources` (files or folders) with `compiler`, opens its
+    /// listeners and starts the workers. [`Gateway::reload`] compiles `sources` again.
+    pub fn start(sources: Vec<PathBuf>, compiler: Arc<dyn Compiler>) -> Result<Self, ApplyError> {
+        let Compiled {
+            snapshot: snap,
+            files,
+        } = compiler.compile(&sources).map_err(ApplyError::Config)?;
         let settings = snap.settings.clone();
-        let files = watched_files(&set, &snap);
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
         let mut bound = HashMap::new();
@@ -97,6 +105,7 @@ impl Gateway {
             workers.push((tx, handle));
         }
         let gw = Gateway {
+            compiler,
             snapshot,
             workers,
             control: Mutex::new(Control {
@@ -162,19 +171,21 @@ impl Gateway {
     /// configuration keeps serving.
     pub fn reload(&self) -> Result<(), ApplyError> {
         let sources = self.sources();
-        let (set, snap) = snapshot::load_and_compile(&sources)?;
-        self.apply_compiled(set, snap)
+        let compiled = self
+            .compiler
+            .compile(&sources)
+            .map_err(ApplyError::Config)?;
+        self.apply(compiled)
     }
 
-    /// Applies a new configuration: compiled off the request path, new listeners opened, the
-    /// snapshot swapped atomically (requests in flight finish on the old one), removed listeners
-    /// closed. On any error nothing changes.
-    pub fn apply(&self, set: ConfigSet) -> Result<(), ApplyError> {
-        let snap = snapshot::compile(&set)?;
-        self.apply_compiled(set, snap)
-    }
-
-    fn apply_compiled(&self, set: ConfigSet, snap: Snapshot) -> Result<(), ApplyError> {
+    /// Applies a compiled configuration: new listeners opened, the snapshot swapped atomically
+    /// (requests in flight finish on the old one), removed listeners closed. On any error
+    /// nothing changes.
+    pub fn apply(&self, compiled: Compiled) -> Result<(), ApplyError> {
+        let Compiled {
+            snapshot: snap,
+            files,
+        } = compiled;
         let mut control = self.lock();
         let threads = self.workers.len();
         let mut opened = Vec::new();
@@ -203,7 +214,6 @@ impl Gateway {
                 "gateway.threads changes take effect after a restart"
             );
         }
-        let files = watched_files(&set, &snap);
         self.snapshot.store(Arc::new(snap));
         if settings != control.settings {
             for (tx, _) in &self.workers {
@@ -243,12 +253,4 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         self.stop(std::time::Duration::ZERO);
     }
-}
-
-/// The files whose change means a reload: the config files, and the OpenAPI specs and TLS key
-/// material they read.
-fn watched_files(set: &ConfigSet, snap: &Snapshot) -> Vec<PathBuf> {
-    let mut files = set.files.clone();
-    files.extend(snap.spec_files.iter().cloned());
-    files
 }

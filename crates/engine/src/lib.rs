@@ -3,25 +3,26 @@
 //! The request path through this crate: [`listener`] (an `SO_REUSEPORT` socket per worker) →
 //! [`worker`] (a current-thread runtime per core; hyper HTTP/1.1 connections, writing cleartext
 //! sockets through [`plain_io`]) → [`proxy`]
-//! (route in the [`snapshot`], run the policy chain, forward through the worker's [`upstream`]
-//! pool with [`headers`] hygiene) → [`access_log`]. [`gateway`] is the control plane that builds
-//! snapshots and swaps them on reload.
+//! (route in the snapshot, run the policy chain, forward through the worker's [`upstream`]
+//! pool with [`headers`] hygiene) → [`access_log`]. [`gateway`] starts the workers and swaps
+//! snapshots on reload; the snapshots themselves come from a [`Compiler`] (the compile stage,
+//! `turnpike-compile`), so the data plane never depends on the policies it runs.
 
 pub mod access_log;
+pub mod conn;
 pub mod deadline;
+pub mod exec;
 pub mod gateway;
 pub mod headers;
 pub mod listener;
 pub mod plain_io;
 pub mod proxy;
 pub mod shutdown;
-pub mod snapshot;
-pub mod target;
 pub mod upstream;
 pub mod worker;
 
-pub use gateway::{ApplyError, Gateway};
-pub use snapshot::{compile, load_and_compile, Settings, Snapshot};
+pub use gateway::{ApplyError, Compiled, Compiler, Gateway};
+pub use turnpike_snapshot::{Settings, Snapshot};
 
 #[cfg(test)]
 mod test_support {

@@ -1,8 +1,10 @@
-//! The request path: route → exchange → request phase → target (or the policy's answer) →
-//! response phase → client. Every error the gateway generates has the right status and a
-//! machine-readable body — problem+json, a gRPC status for gRPC requests, a SOAP fault on SOAP
-//! APIs — and is logged.
-//! WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled both ways.
+//! The request path, as its phases: [`route`](route) → [`read_body`](read_body) →
+//! [`request_phase`](request_phase) → [`forward`](forward) (or the policy's answer) →
+//! [`response_phase`](response_phase) → [`finish`](RequestLog::finish). Each phase returns its
+//! result or the [`Problem`] that ends it; the one exit point renders problems in the request's
+//! [`ErrorFormat`] (problem+json, a gRPC status for gRPC requests, the API's SOAP faults) and
+//! writes the access log. WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled
+//! both ways.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,16 +15,17 @@ use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use turnpike_core::body::BodyTooLarge;
-use turnpike_core::exchange::{ClientCertificate, FixedEndpoint};
+use turnpike_core::exchange::{ClientCertificate, FixedEndpoint, PathParams};
 use turnpike_core::{
-    Body, BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Problem, RequestEnd,
+    problems, Body, BodyInspected, BodyInspector, BodyNeed, Chain, ErrorFormat, Exchange, Outcome,
+    Problem, RequestEnd, ResponseEnd, Wait,
 };
+use turnpike_snapshot::{Api, Settings, Snapshot, Target};
 
 use crate::access_log::{self, AccessRecord};
+use crate::conn::ConnInfo;
 use crate::headers::{remove_hop_by_hop, Forwarded};
-use crate::snapshot::{Api, ErrorFormat as ApiErrorFormat, Snapshot};
 use crate::upstream::{UpstreamError, UpstreamPool};
-use crate::worker::ConnInfo;
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
@@ -32,91 +35,6 @@ pub struct RequestContext<'a> {
     pub listener: SocketAddr,
     /// The connection the request came on.
     pub conn: &'a ConnInfo,
-}
-
-/// How the gateway's own error answers are written for a request.
-#[derive(Clone, PartialEq, Eq)]
-enum ErrorFormat {
-    /// RFC 9457 problem+json.
-    Problem,
-    /// A gRPC "trailers-only" answer: HTTP 200 with `grpc-status` and `grpc-message`.
-    Grpc,
-    /// A SOAP fault in the version of the request's `Content-Type` (SOAP APIs).
-    Soap(Option<HeaderValue>),
-}
-
-impl ErrorFormat {
-    fn of(req: &Request<Incoming>) -> Self {
-        let grpc = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-        if grpc {
-            ErrorFormat::Grpc
-        } else {
-            ErrorFormat::Problem
-        }
-    }
-
-    fn render(&self, p: Problem) -> Response<Body> {
-        match self {
-            ErrorFormat::Problem => p.into_response(),
-            ErrorFormat::Grpc => grpc_error(&p),
-            ErrorFormat::Soap(ct) => ApiErrorFormat::SoapFault.render(p, ct.as_ref()),
-        }
-    }
-}
-
-/// The gRPC status code for an HTTP status the gateway answers with.
-fn grpc_code(status: StatusCode) -> u8 {
-    match status.as_u16() {
-        400 | 413 | 415 | 422 => 3, // INVALID_ARGUMENT
-        401 => 16,                  // UNAUTHENTICATED
-        403 => 7,                   // PERMISSION_DENIED
-        404 | 405 => 12,            // UNIMPLEMENTED
-        429 => 8,                   // RESOURCE_EXHAUSTED
-        504 => 4,                   // DEADLINE_EXCEEDED
-        502 | 503 => 14,            // UNAVAILABLE
-        _ => 13,                    // INTERNAL
-    }
-}
-
-fn grpc_error(p: &Problem) -> Response<Body> {
-    let mut res = Response::new(Body::Empty);
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    h.insert(
-        "grpc-status",
-        HeaderValue::from(u16::from(grpc_code(p.status))),
-    );
-    let message = match &p.detail {
-        Some(d) => format!("{}: {d}", p.title),
-        None => p.title.to_string(),
-    };
-    // grpc-message is percent-encoded (gRPC over HTTP/2 spec).
-    let encoded = percent_encode_grpc(&message);
-    if let Ok(v) = HeaderValue::from_str(&encoded) {
-        h.insert("grpc-message", v);
-    }
-    for (k, v) in &p.headers {
-        h.append(k.clone(), v.clone());
-    }
-    res
-}
-
-fn percent_encode_grpc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if (0x20..=0x7e).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// True for an HTTP/1.1 request asking to switch protocols (WebSocket and others).
@@ -132,44 +50,152 @@ fn is_upgrade(req: &Request<Incoming>) -> bool {
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+/// What one request's phases learned, for the answer and the access log.
+struct Served {
+    /// How the gateway's own answers are written (refined once the API is known).
+    format: ErrorFormat,
+    /// The API that took the request.
+    api: Option<Arc<Api>>,
+    /// The status the backend answered, when it was called.
+    upstream_status: Option<StatusCode>,
+    /// Why the gateway answered itself with an error (the problem type's log label).
+    error: Option<&'static str>,
+    /// The consumer an auth policy identified.
+    consumer: Option<Arc<str>>,
+}
+
+impl Served {
+    /// Records `problem` as the request's error and renders it.
+    fn reject(&mut self, problem: Problem) -> Response<Body> {
+        self.error = Some(problem.ty.log);
+        self.format.render(problem)
+    }
+}
+
 /// Serves one request against `snap`. Never fails: errors become problem responses.
 pub async fn serve(
     snap: Arc<Snapshot>,
     ctx: RequestContext<'_>,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let settings = &snap.settings;
-    let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
-    let mut format = ErrorFormat::of(&req);
+    let log = RequestLog::start(snap.settings.access_log, ctx.conn.peer, &req);
     let version = req.version();
-    let routes = snap.listeners.get(&ctx.listener);
+    let mut served = Served {
+        format: ErrorFormat::of(req.headers(), None),
+        api: None,
+        upstream_status: None,
+        error: None,
+        consumer: None,
+    };
+    let response = match phases(&snap, &ctx, req, &mut served).await {
+        Ok(response) => response,
+        Err(problem) => served.reject(problem),
+    };
+    log.finish(response, &served, version)
+}
+
+/// The phases of one request; a problem ends them early.
+async fn phases(
+    snap: &Snapshot,
+    ctx: &RequestContext<'_>,
+    req: Request<Incoming>,
+    served: &mut Served,
+) -> Result<Response<Body>, Problem> {
+    let (api, params) = route(snap, ctx.listener, &req)?;
+    served.api = Some(Arc::clone(&api));
+    if api.errors.is_some() {
+        served.format = ErrorFormat::of(req.headers(), api.errors.as_ref());
+    }
+    let settings = &snap.settings;
+    let (mut ex, client_upgrade) = read_body(&api, settings, ctx, req, params).await?;
+    let (response, end, backend_upgrade) = match request_phase(&api.chain, &mut ex).await {
+        RequestEnd::Answered { at, outcome } => {
+            let response = match outcome {
+                Outcome::Respond(r) => r,
+                Outcome::Reject(p) => served.reject(p),
+                Outcome::Continue | Outcome::Wait(_) => {
+                    served.reject(Problem::new(&problems::INTERNAL))
+                }
+            };
+            (response, at, None)
+        }
+        RequestEnd::Forward | RequestEnd::Wait { .. } => match &api.target {
+            Some(target) => {
+                let how = Forwarding {
+                    timeout: settings.upstream_timeout,
+                    keep_request: api.chain.response_needs_request(),
+                    upgrade: client_upgrade.is_some(),
+                };
+                match forward(&mut ex, target, ctx, how).await {
+                    Ok((res, up)) => {
+                        served.upstream_status = Some(res.status());
+                        (res, usize::MAX, up)
+                    }
+                    Err(problem) => {
+                        tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(problem.ty.log));
+                        (served.reject(problem), usize::MAX, None)
+                    }
+                }
+            }
+            // Compilation guarantees a target or an answering flow; reaching here means a
+            // conditional answer did not fire.
+            None => (
+                served.reject(Problem::new(&problems::NO_TARGET)),
+                usize::MAX,
+                None,
+            ),
+        },
+    };
+    let mut response = response_phase(&api.chain, &mut ex, response, end, settings, served).await;
+    served.consumer = ex.identity().and_then(|i| i.consumer.clone());
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        match (client_upgrade, backend_upgrade) {
+            (Some(client), Some(backend)) => tunnel(client, backend),
+            _ => {
+                response = served.reject(
+                    Problem::new(&problems::UPSTREAM_ERROR)
+                        .with_detail("the backend switched protocols unasked"),
+                );
+            }
+        }
+    }
+    Ok(response)
+}
+
+/// Route: the API of this listener that takes the request, and its path parameters.
+fn route(
+    snap: &Snapshot,
+    listener: SocketAddr,
+    req: &Request<Incoming>,
+) -> Result<(Arc<Api>, PathParams), Problem> {
     let host = req
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().host());
-    let found = routes.and_then(|r| r.router.lookup(host, req.method(), req.uri().path()));
-    let Some(m) = found else {
-        let problem = Problem::no_route().with_detail(format!(
-            "no API on this port matches {} {}",
-            req.method(),
-            req.uri().path()
-        ));
-        return log.finish(
-            format.render(problem),
-            None,
-            None,
-            Some("no route"),
-            None,
-            version,
-        );
-    };
-    let api: Arc<Api> = Arc::clone(m.value);
-    let params = m.params;
+    snap.listeners
+        .get(&listener)
+        .and_then(|r| r.router.lookup(host, req.method(), req.uri().path()))
+        .map(|m| (Arc::clone(m.value), m.params))
+        .ok_or_else(|| {
+            Problem::no_route().with_detail(format!(
+                "no API on this port matches {} {}",
+                req.method(),
+                req.uri().path()
+            ))
+        })
+}
 
-    if api.error_format == ApiErrorFormat::SoapFault {
-        format = ErrorFormat::Soap(req.headers().get(header::CONTENT_TYPE).cloned());
-    }
+/// Read body: starts the exchange, checking the announced body size, and reads the body into
+/// memory when the chain needs it (feeding the chain's body inspectors as it arrives). Returns
+/// the exchange and, for an upgrade request, the client side of the upgrade.
+async fn read_body(
+    api: &Api,
+    settings: &Settings,
+    ctx: &RequestContext<'_>,
+    req: Request<Incoming>,
+    params: PathParams,
+) -> Result<(Exchange, Option<OnUpgrade>), Problem> {
     let upgrade = is_upgrade(&req);
     let (mut parts, body) = req.into_parts();
     let client_upgrade = if upgrade {
@@ -177,7 +203,6 @@ pub async fn serve(
     } else {
         None
     };
-
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
     let announced = parts
@@ -187,20 +212,8 @@ pub async fn serve(
         .and_then(|v| v.parse::<u64>().ok());
     let body = match announced {
         Some(n) if n > limit => {
-            let problem = Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body-too-large",
-                "Request body too large",
-            )
-            .with_detail(format!("the body has {n} bytes; the limit is {limit}"));
-            return log.finish(
-                format.render(problem),
-                Some(&api),
-                None,
-                Some("body too large"),
-                None,
-                version,
-            );
+            return Err(Problem::new(&problems::BODY_TOO_LARGE)
+                .with_detail(format!("the body has {n} bytes; the limit is {limit}")));
         }
         Some(_) => Body::Incoming(body),
         None if http_body::Body::is_end_stream(&body) => Body::Empty,
@@ -209,7 +222,6 @@ pub async fn serve(
             remaining: limit,
         },
     };
-
     // A streamed (chunked) body on GET or HEAD would not be sent on by the HTTP/1.1 client
     // (those methods get no implicit body framing), so such a body is read in full first: it is
     // forwarded with a Content-Length, and malformed chunked framing is refused here instead of
@@ -217,25 +229,12 @@ pub async fn serve(
     let body = if matches!(parts.method, http::Method::GET | http::Method::HEAD)
         && parts.headers.contains_key(header::TRANSFER_ENCODING)
     {
-        match Box::pin(buffer(body, limit)).await {
-            Ok(bytes) => {
-                parts.headers.remove(header::TRANSFER_ENCODING);
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-                Body::Full(Some(bytes))
-            }
-            Err(problem) => {
-                return log.finish(
-                    format.render(problem),
-                    Some(&api),
-                    None,
-                    Some("request body"),
-                    None,
-                    version,
-                );
-            }
-        }
+        let bytes = Box::pin(buffer(body, limit)).await?;
+        parts.headers.remove(header::TRANSFER_ENCODING);
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        Body::Full(Some(bytes))
     } else {
         body
     };
@@ -245,144 +244,99 @@ pub async fn serve(
             subject: subject.to_string(),
         });
     }
-    let mut upstream_status = None;
-    let mut error: Option<&'static str> = None;
     if api.chain.body_need() == BodyNeed::Buffer {
         let mut inspectors = api.chain.body_inspectors();
         let body = std::mem::take(&mut ex.request_body);
-        let read = if inspectors.is_empty() {
-            Box::pin(buffer(body, limit)).await
+        let bytes = if inspectors.is_empty() {
+            Box::pin(buffer(body, limit)).await?
         } else {
-            Box::pin(buffer_inspected(body, limit, &mut inspectors)).await
+            Box::pin(buffer_inspected(body, limit, &mut inspectors)).await?
         };
-        match read {
-            Ok(bytes) => {
-                ex.request_body = Body::Full(Some(bytes));
-                if !inspectors.is_empty() {
-                    ex.extensions.insert(BodyInspected);
-                }
-            }
-            Err(problem) => {
-                let kind = problem.kind;
-                return log.finish(
-                    format.render(problem),
-                    Some(&api),
-                    None,
-                    Some(kind),
-                    None,
-                    version,
-                );
-            }
+        ex.request_body = Body::Full(Some(bytes));
+        if !inspectors.is_empty() {
+            ex.extensions.insert(BodyInspected);
         }
     }
-    let internal = || {
-        Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "Internal error",
-        )
-    };
-    let mut backend_upgrade = None;
-    let (response, end) = match api.chain.run_request(&mut ex) {
-        RequestEnd::Answered { at, outcome } => {
-            let res = match outcome {
-                Outcome::Respond(r) => r,
-                Outcome::Reject(p) => {
-                    error = Some(p.kind);
-                    format.render(p)
-                }
-                Outcome::Continue => format.render(internal()),
-            };
-            (res, at)
+    Ok((ex, client_upgrade))
+}
+
+/// Request phase: the chain's request steps in order, awaiting the steps that wait for I/O.
+async fn request_phase(chain: &Chain, ex: &mut Exchange) -> RequestEnd {
+    let mut from = 0;
+    loop {
+        match chain.run_request_from(ex, from) {
+            RequestEnd::Wait { at, wait } => match settle(wait, ex).await {
+                Outcome::Continue => from = at + 1,
+                outcome => return RequestEnd::Answered { at, outcome },
+            },
+            end => return end,
         }
-        RequestEnd::Forward => match &api.target {
-            Some(target) => {
-                let how = Forwarding {
-                    timeout: settings.upstream_timeout,
-                    keep_request: api.chain.response_needs_request(),
-                    upgrade: client_upgrade.is_some(),
-                };
-                match forward(&mut ex, target, &ctx, how).await {
-                    Ok((res, up)) => {
-                        upstream_status = Some(res.status());
-                        backend_upgrade = up;
-                        (res, usize::MAX)
-                    }
-                    Err((kind, problem)) => {
-                        error = Some(kind);
-                        tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(kind));
-                        (format.render(problem), usize::MAX)
-                    }
-                }
-            }
-            None => {
-                // Compilation guarantees a target or an answering flow; reaching here means a
-                // conditional answer did not fire.
-                error = Some("no target");
-                (
-                    format.render(Problem::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "no-target",
-                        "This API has no target",
-                    )),
-                    usize::MAX,
-                )
-            }
-        },
-    };
-    let mut response = if api.chain.has_response_steps() {
-        let response = if api.chain.response_body_need() == BodyNeed::Buffer
-            && response.status() != StatusCode::SWITCHING_PROTOCOLS
-        {
-            let (parts, body) = response.into_parts();
-            match Box::pin(buffer(body, limit)).await {
-                Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
-                Err(_) => {
-                    error = Some("response body");
-                    format.render(Problem::new(
-                        StatusCode::BAD_GATEWAY,
-                        "upstream-error",
-                        "The backend's response could not be read",
-                    ))
-                }
-            }
-        } else {
-            response
+    }
+}
+
+/// Awaits a waiting step within its timeout and applies its result (or its timeout answer) to
+/// the exchange. Dropping the request (the client went away) drops the wait with it.
+async fn settle(mut wait: Wait, ex: &mut Exchange) -> Outcome {
+    loop {
+        let outcome = match crate::deadline::timeout(wait.timeout, wait.future).await {
+            Ok(resume) => resume(ex),
+            Err(_) => (wait.on_timeout)(ex),
         };
-        ex.response = Some(response);
-        if let Some(p) = api.chain.run_response(&mut ex, end) {
-            error = Some(p.kind);
-            format.render(p)
-        } else {
-            ex.response
-                .take()
-                .unwrap_or_else(|| format.render(internal()))
+        match outcome {
+            Outcome::Wait(next) => wait = next,
+            outcome => return outcome,
+        }
+    }
+}
+
+/// Response phase: the response steps of the steps before `end`, last first (Membrane's
+/// semantics), with the response body buffered first when a step needs it.
+async fn response_phase(
+    chain: &Chain,
+    ex: &mut Exchange,
+    response: Response<Body>,
+    end: usize,
+    settings: &Settings,
+    served: &mut Served,
+) -> Response<Body> {
+    if !chain.has_response_steps() {
+        return response;
+    }
+    let response = if chain.response_body_need() == BodyNeed::Buffer
+        && response.status() != StatusCode::SWITCHING_PROTOCOLS
+    {
+        let (parts, body) = response.into_parts();
+        match Box::pin(buffer(body, settings.max_body_size)).await {
+            Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),
+            Err(_) => served.reject(
+                Problem::new(&problems::UPSTREAM_ERROR)
+                    .with_detail("the backend's response could not be read"),
+            ),
         }
     } else {
         response
     };
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        match (client_upgrade, backend_upgrade) {
-            (Some(client), Some(backend)) => tunnel(client, backend),
-            _ => {
-                error = Some("upgrade");
-                response = format.render(Problem::new(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream-error",
-                    "The backend switched protocols unasked",
-                ));
+    ex.response = Some(response);
+    let mut end = end;
+    loop {
+        match chain.run_response_from(ex, end) {
+            ResponseEnd::Done => break,
+            ResponseEnd::Reject(p) => return served.reject(p),
+            ResponseEnd::Wait { at, wait } => {
+                match settle(wait, ex).await {
+                    // `settle` never ends with another wait.
+                    Outcome::Continue | Outcome::Wait(_) => {}
+                    Outcome::Respond(r) => ex.response = Some(r),
+                    Outcome::Reject(p) => return served.reject(p),
+                }
+                end = at;
             }
         }
     }
-    let consumer = ex.identity().and_then(|i| i.consumer.clone());
-    log.finish(
-        response,
-        Some(&api),
-        upstream_status,
-        error,
-        consumer.as_deref(),
-        version,
-    )
+    match ex.response.take() {
+        Some(r) => r,
+        None => served.reject(Problem::new(&problems::INTERNAL)),
+    }
 }
 
 /// Copies bytes both ways between an upgraded client connection and an upgraded backend
@@ -416,19 +370,12 @@ async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
 
 fn read_error(e: &turnpike_core::body::BodyError, limit: u64) -> Problem {
     if e.downcast_ref::<BodyTooLarge>().is_some() {
-        Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-        )
-        .with_detail(format!("the body exceeds the limit of {limit} bytes"))
+        Problem::new(&problems::BODY_TOO_LARGE)
+            .with_detail(format!("the body exceeds the limit of {limit} bytes"))
     } else {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad-body",
-            "The body could not be read",
-        )
-        .with_detail(e.to_string())
+        tracing::debug!("request body: {e}");
+        Problem::new(&problems::BAD_BODY)
+            .with_detail("the body broke off or its chunked framing is invalid")
     }
 }
 
@@ -471,10 +418,6 @@ async fn buffer_inspected(
     })
 }
 
-type ForwardError = (&'static str, Problem);
-
-/// Sends the exchange's request to `target` and returns its response with hop-by-hop headers
-/// removed.
 /// How one request is forwarded.
 struct Forwarding {
     /// Time allowed for the backend's response head.
@@ -490,17 +433,14 @@ struct Forwarding {
 /// and, for a 101 answer, the backend side of the upgraded connection.
 async fn forward(
     ex: &mut Exchange,
-    target: &crate::target::Target,
+    target: &Target,
     ctx: &RequestContext<'_>,
     how: Forwarding,
-) -> Result<(Response<Body>, Option<OnUpgrade>), ForwardError> {
+) -> Result<(Response<Body>, Option<OnUpgrade>), Problem> {
     let transport = target.transport();
-    let bad = |e: http::Error| {
-        (
-            "bad-uri",
-            Problem::new(StatusCode::BAD_REQUEST, "bad-request", "Bad request")
-                .with_detail(e.to_string()),
-        )
+    let bad = |_: http::Error| {
+        Problem::new(&problems::BAD_REQUEST)
+            .with_detail("the request's path cannot be sent to the backend")
     };
     let mut uri = match ex.extensions.get::<FixedEndpoint>() {
         Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
@@ -579,19 +519,8 @@ async fn forward(
     .await;
     let mut res = match result {
         Err(_) => {
-            return Err((
-                "upstream timeout",
-                Problem::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream-timeout",
-                    "The backend did not answer in time",
-                )
-                .with_detail(format!(
-                    "no response from {} within {:?}",
-                    target.authority(),
-                    timeout
-                )),
-            ))
+            return Err(Problem::new(&problems::UPSTREAM_TIMEOUT)
+                .with_detail(format!("no response within {timeout:?}")))
         }
         Ok(Err(e)) => return Err(classify(&e, target)),
         Ok(Ok(res)) => res,
@@ -619,64 +548,25 @@ async fn forward(
     Ok((Response::from_parts(parts, body), upgraded))
 }
 
-fn classify(e: &UpstreamError, target: &crate::target::Target) -> ForwardError {
+/// The problem for a failed backend exchange. What the client learns is the kind of failure;
+/// the backend's address and the error itself go to the log.
+fn classify(e: &UpstreamError, target: &Target) -> Problem {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.downcast_ref::<BodyTooLarge>().is_some() {
-            return (
-                "body too large",
-                Problem::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body-too-large",
-                    "Request body too large",
-                )
-                .with_detail("the request body exceeds the configured limit"),
-            );
+            return Problem::new(&problems::BODY_TOO_LARGE)
+                .with_detail("the request body exceeds the configured limit");
         }
         source = s.source();
     }
-    if let UpstreamError::Tls { .. } = e {
-        return (
-            "upstream tls",
-            Problem::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream-tls",
-                "TLS to the backend failed",
-            )
-            .with_detail(error_chain(e)),
-        );
+    tracing::warn!(backend = %target.authority(), "{}", error_chain(e));
+    match e {
+        UpstreamError::Tls { .. } => Problem::new(&problems::UPSTREAM_TLS),
+        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => {
+            Problem::new(&problems::UPSTREAM_UNREACHABLE)
+        }
+        _ => Problem::new(&problems::UPSTREAM_ERROR),
     }
-    if matches!(
-        e,
-        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. }
-    ) {
-        return (
-            "upstream unreachable",
-            Problem::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream-unreachable",
-                "The backend cannot be reached",
-            )
-            .with_detail(format!(
-                "connecting to {} failed: {}",
-                target.authority(),
-                error_chain(e)
-            )),
-        );
-    }
-    (
-        "upstream error",
-        Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream-error",
-            "The backend failed",
-        )
-        .with_detail(format!(
-            "request to {} failed: {}",
-            target.authority(),
-            error_chain(e)
-        )),
-    )
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -709,18 +599,14 @@ impl RequestLog {
         }
     }
 
-    /// Writes the access log line (when on) and returns the response to send.
+    /// Finish: writes the access log line (when on) and returns the response to send, in the
+    /// client's protocol version whatever the backend spoke.
     fn finish(
         self,
-        response: Response<Body>,
-        api: Option<&Api>,
-        upstream_status: Option<StatusCode>,
-        error: Option<&str>,
-        consumer: Option<&str>,
+        mut response: Response<Body>,
+        served: &Served,
         version: Version,
     ) -> Response<Body> {
-        let mut response = response;
-        // Answer in the client's protocol, whatever the backend spoke.
         if response.version() != version {
             *response.version_mut() = version;
         }
@@ -729,12 +615,12 @@ impl RequestLog {
                 client: *client,
                 method,
                 uri: uri.path_and_query().map_or("/", |p| p.as_str()),
-                api: api.map(|a| &*a.name),
+                api: served.api.as_deref().map(|a| &*a.name),
                 status: response.status(),
                 elapsed: start.elapsed(),
-                upstream_status,
-                error,
-                consumer,
+                upstream_status: served.upstream_status,
+                error: served.error,
+                consumer: served.consumer.as_deref(),
             });
         }
         response

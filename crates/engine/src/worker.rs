@@ -17,10 +17,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
+use turnpike_snapshot::{Settings, Snapshot};
+
+use crate::conn::ConnInfo;
+use crate::exec::LocalExec;
 use crate::plain_io::PlainStream;
 use crate::proxy::{self, RequestContext};
 use crate::shutdown::{until_done, Shutdown};
-use crate::snapshot::{Settings, Snapshot};
 use crate::upstream::{self, UpstreamPool};
 
 /// What the control plane tells a worker.
@@ -156,31 +159,6 @@ async fn accept_loop(worker: Rc<Worker>, key: SocketAddr, listener: TcpListener)
         let _ = stream.set_nodelay(true);
         tokio::task::spawn_local(serve_connection(worker.clone(), key, stream, peer));
     }
-}
-
-/// Runs hyper tasks (HTTP/2 streams, backend connections) on the worker's own thread.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LocalExec;
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: std::future::Future + 'static,
-{
-    fn execute(&self, fut: F) {
-        tokio::task::spawn_local(fut);
-    }
-}
-
-/// What a connection knows about its client, shared by its requests.
-pub struct ConnInfo {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The client's IP as an `X-Forwarded-For` element.
-    pub peer_ip: http::HeaderValue,
-    /// The connection is TLS.
-    pub tls: bool,
-    /// Subject of the verified client certificate (mutual TLS).
-    pub client_cert: Option<Rc<str>>,
 }
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

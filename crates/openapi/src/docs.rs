@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Response, StatusCode};
+use http::{header, HeaderValue, Method, Response};
 use serde_json::Value;
+use turnpike_core::problems;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 use yaml_rust2::{Yaml, YamlEmitter};
 
@@ -94,13 +95,9 @@ impl Policy for ApiDocs {
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         if ex.request.method != Method::GET && ex.request.method != Method::HEAD {
             return Outcome::Reject(
-                Problem::new(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "method-not-allowed",
-                    "Method not allowed",
-                )
-                .with_detail("the API documentation is read with GET")
-                .with_header(header::ALLOW, HeaderValue::from_static("GET, HEAD")),
+                Problem::new(&problems::METHOD_NOT_ALLOWED)
+                    .with_detail("the API documentation is read with GET")
+                    .with_header(header::ALLOW, HeaderValue::from_static("GET, HEAD")),
             );
         }
         let path = ex.request.uri.path();
@@ -132,7 +129,7 @@ impl Policy for ApiDocs {
         match res {
             Some(r) => Outcome::Respond(r),
             None => Outcome::Reject(
-                Problem::new(StatusCode::NOT_FOUND, "not-found", "No such API document")
+                Problem::new(&problems::NOT_FOUND)
                     .with_detail(format!("`{path}`: see {PREFIX} for the deployed specs")),
             ),
         }

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use http::{header, StatusCode};
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem};
+use http::header;
+use turnpike_core::problems;
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, ProblemType};
 
 use crate::spec::{Found, Spec};
 use crate::validate::{self, Violation};
@@ -35,19 +36,11 @@ impl OpenApiValidator {
         }
     }
 
-    fn problem(
-        status: StatusCode,
-        kind: &'static str,
-        title: &'static str,
-        detail: String,
-        v: &[Violation],
-    ) -> Problem {
-        Problem::new(status, kind, title)
-            .with_detail(detail)
-            .with_member(
-                "errors",
-                serde_json::Value::Array(v.iter().map(Violation::to_json).collect()),
-            )
+    fn problem(ty: &'static ProblemType, detail: String, v: &[Violation]) -> Problem {
+        Problem::new(ty).with_detail(detail).with_member(
+            "errors",
+            serde_json::Value::Array(v.iter().map(Violation::to_json).collect()),
+        )
     }
 }
 
@@ -87,9 +80,7 @@ impl Policy for OpenApiValidator {
                     message: format!("`{path}` matches no path of the spec"),
                 }];
                 Outcome::Reject(Self::problem(
-                    StatusCode::NOT_FOUND,
-                    "not-found",
-                    "No operation of the OpenAPI spec matches this path",
+                    &problems::NOT_FOUND,
                     format!("{} {path}", ex.request.method),
                     &v,
                 ))
@@ -117,9 +108,7 @@ impl Policy for OpenApiValidator {
                 }];
                 Outcome::Reject(
                     Self::problem(
-                        StatusCode::METHOD_NOT_ALLOWED,
-                        "method-not-allowed",
-                        "Method not allowed by the OpenAPI spec",
+                        &problems::METHOD_NOT_ALLOWED,
                         format!("{} {path}", ex.request.method),
                         &v,
                     )
@@ -143,24 +132,14 @@ impl Policy for OpenApiValidator {
                 if report.violations.is_empty() {
                     return Outcome::Continue;
                 }
-                let (status, kind, title) = if report.unsupported_media_type {
-                    (
-                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                        "unsupported-media-type",
-                        "The request's Content-Type is not accepted by the OpenAPI spec",
-                    )
+                let ty = if report.unsupported_media_type {
+                    &problems::UNSUPPORTED_MEDIA_TYPE
                 } else {
-                    (
-                        StatusCode::BAD_REQUEST,
-                        "validation",
-                        "The request does not match the OpenAPI spec",
-                    )
+                    &problems::VALIDATION
                 };
                 let n = report.violations.len();
                 Outcome::Reject(Self::problem(
-                    status,
-                    kind,
-                    title,
+                    ty,
                     format!(
                         "{n} violation{} of {} {}",
                         if n == 1 { "" } else { "s" },
@@ -189,9 +168,7 @@ impl Policy for OpenApiValidator {
         }
         let n = v.len();
         Outcome::Reject(Self::problem(
-            StatusCode::BAD_GATEWAY,
-            "response-validation",
-            "The backend's response does not match the OpenAPI spec",
+            &problems::RESPONSE_VALIDATION,
             format!(
                 "{n} violation{} in the response",
                 if n == 1 { "" } else { "s" }

@@ -58,7 +58,7 @@ fn check(v: &OpenApiValidator, e: &mut Exchange) -> Option<(u16, Vec<(String, St
                 .collect();
             Some((p.status.as_u16(), errs))
         }
-        Outcome::Respond(_) => panic!("unexpected response"),
+        Outcome::Respond(_) | Outcome::Wait(_) => panic!("unexpected response"),
     }
 }
 
@@ -379,7 +379,7 @@ fn respond_with(
             assert_eq!(p.status, 502);
             Some(p.to_json())
         }
-        Outcome::Respond(_) => panic!(),
+        Outcome::Respond(_) | Outcome::Wait(_) => panic!(),
     }
 }
 

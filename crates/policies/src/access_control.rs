@@ -2,9 +2,9 @@
 //! IPv4-mapped IPv6 clients are matched as IPv4). Deny is checked first; a non-empty allow list
 //! denies everyone not on it. 403 problem+json.
 
-use http::StatusCode;
 use ipnet::IpNet;
 use turnpike_config::AccessControlPolicy;
+use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::rate_limit::{canonical, parse_net};
@@ -50,7 +50,7 @@ impl Policy for AccessControl {
             || (!self.allow.is_empty() && !self.allow.iter().any(|n| n.contains(&ip)));
         if denied {
             return Outcome::Reject(
-                Problem::new(StatusCode::FORBIDDEN, "ip-denied", "Access denied")
+                Problem::new(&problems::IP_DENIED)
                     .with_detail(format!("requests from {ip} are not allowed")),
             );
         }

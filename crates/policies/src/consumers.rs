@@ -149,9 +149,38 @@ impl Consumers {
 /// the response phase.
 pub(crate) fn enter(ex: &mut Exchange, consumer: &Arc<Consumer>) -> Outcome {
     ex.extensions.insert(CurrentConsumer(consumer.clone()));
-    match consumer.chain.run_request(ex) {
+    request_from(ex, consumer.clone(), 0)
+}
+
+/// The consumer's request phase from step `from` on; a step that waits carries the rest along.
+fn request_from(ex: &mut Exchange, consumer: Arc<Consumer>, from: usize) -> Outcome {
+    match consumer.chain.run_request_from(ex, from) {
         turnpike_core::RequestEnd::Forward => Outcome::Continue,
         turnpike_core::RequestEnd::Answered { outcome, .. } => outcome,
+        turnpike_core::RequestEnd::Wait { at, wait } => {
+            Outcome::Wait(wait.then(move |ex, outcome| match outcome {
+                Outcome::Continue => request_from(ex, consumer, at + 1),
+                other => other,
+            }))
+        }
+    }
+}
+
+/// The consumer's response phase below step `end`; a step that waits carries the rest along.
+fn response_below(ex: &mut Exchange, consumer: Arc<Consumer>, end: usize) -> Outcome {
+    match consumer.chain.run_response_from(ex, end) {
+        turnpike_core::ResponseEnd::Done => Outcome::Continue,
+        turnpike_core::ResponseEnd::Reject(p) => Outcome::Reject(p),
+        turnpike_core::ResponseEnd::Wait { at, wait } => {
+            Outcome::Wait(wait.then(move |ex, outcome| match outcome {
+                Outcome::Continue => response_below(ex, consumer, at),
+                Outcome::Respond(r) => {
+                    ex.response = Some(r);
+                    response_below(ex, consumer, at)
+                }
+                other => other,
+            }))
+        }
     }
 }
 
@@ -160,8 +189,5 @@ pub(crate) fn leave(ex: &mut Exchange) -> Outcome {
     let Some(CurrentConsumer(c)) = ex.extensions.get::<CurrentConsumer>().cloned() else {
         return Outcome::Continue;
     };
-    match c.chain.run_response(ex, usize::MAX) {
-        Some(p) => Outcome::Reject(p),
-        None => Outcome::Continue,
-    }
+    response_below(ex, c, usize::MAX)
 }

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use http::{header, HeaderValue, Method, Response, StatusCode};
 use turnpike_config::CorsPolicy;
+use turnpike_core::problems;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 
 use crate::{err, CompileError};
@@ -115,16 +116,8 @@ impl Policy for Cors {
         if !preflight {
             return Outcome::Continue;
         }
-        let deny = |why: String| {
-            Outcome::Reject(
-                Problem::new(
-                    StatusCode::FORBIDDEN,
-                    "cors-denied",
-                    "CORS preflight denied",
-                )
-                .with_detail(why),
-            )
-        };
+        let deny =
+            |why: String| Outcome::Reject(Problem::new(&problems::CORS_DENIED).with_detail(why));
         let origin_text = origin.to_str().unwrap_or("");
         if !self.allowed_origin(origin_text) {
             return deny(format!("origin `{origin_text}` is not allowed"));

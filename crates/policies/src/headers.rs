@@ -4,6 +4,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use turnpike_config::{ExpressionLanguage, RemoveHeaderPolicy, SetHeaderPolicy};
 use turnpike_core::jsonpath::Message;
+use turnpike_core::problems;
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
 use crate::{err, CompileError, FlowContext};
@@ -109,10 +110,12 @@ impl SetHeader {
     }
 
     fn problem(&self, status: StatusCode) -> Problem {
-        Problem::new(status, "invalid-header", "A header could not be set").with_detail(format!(
-            "the value computed for `{}` is not a valid header value",
-            self.name
-        ))
+        Problem::new(&problems::INVALID_HEADER)
+            .with_status(status)
+            .with_detail(format!(
+                "the value computed for `{}` is not a valid header value",
+                self.name
+            ))
     }
 }
 

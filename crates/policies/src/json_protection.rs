@@ -8,8 +8,8 @@
 
 use std::collections::HashSet;
 
-use http::StatusCode;
 use turnpike_config::JsonProtectionPolicy;
+use turnpike_core::problems;
 use turnpike_core::{BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
 use crate::CompileError;
@@ -752,11 +752,7 @@ impl JsonProtection {
 }
 
 fn problem(v: Violation, report_error: bool) -> Problem {
-    let p = Problem::new(
-        StatusCode::BAD_REQUEST,
-        "json-protection",
-        "The JSON body was rejected",
-    );
+    let p = Problem::new(&problems::JSON_PROTECTION);
     if report_error {
         p.with_detail(v.message)
             .with_member("violation", v.kind.into())

@@ -2,9 +2,9 @@
 //! the query string is kept). Path parameters keep referring to the path as received.
 
 use http::uri::PathAndQuery;
-use http::StatusCode;
 use regex::Regex;
 use turnpike_config::RewriterPolicy;
+use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::{err, CompileError};
@@ -100,12 +100,7 @@ impl Policy for Rewriter {
             Ok(pq) => parts.path_and_query = Some(pq),
             Err(e) => {
                 return Outcome::Reject(
-                    Problem::new(
-                        StatusCode::BAD_REQUEST,
-                        "bad-rewrite",
-                        "The rewritten path is not valid",
-                    )
-                    .with_detail(e.to_string()),
+                    Problem::new(&problems::BAD_REWRITE).with_detail(e.to_string()),
                 )
             }
         }
@@ -114,14 +109,9 @@ impl Policy for Rewriter {
                 ex.request.uri = uri;
                 Outcome::Continue
             }
-            Err(e) => Outcome::Reject(
-                Problem::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad-rewrite",
-                    "The rewritten path is not valid",
-                )
-                .with_detail(e.to_string()),
-            ),
+            Err(e) => {
+                Outcome::Reject(Problem::new(&problems::BAD_REWRITE).with_detail(e.to_string()))
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 //! `requestSizeLimit`: a request body limit for one API (413 problem+json), checked against
 //! `Content-Length` at once and counted while streaming bodies of unknown length.
 
-use http::{header, StatusCode};
+use http::header;
 use turnpike_config::RequestSizeLimitPolicy;
+use turnpike_core::problems;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 
 use crate::{err, CompileError};
@@ -33,17 +34,10 @@ impl Policy for RequestSizeLimit {
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let too_large = || {
-            Outcome::Reject(
-                Problem::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body-too-large",
-                    "Request body too large",
-                )
-                .with_detail(format!(
-                    "this API accepts bodies of at most {} bytes",
-                    self.max
-                )),
-            )
+            Outcome::Reject(Problem::new(&problems::BODY_TOO_LARGE).with_detail(format!(
+                "this API accepts bodies of at most {} bytes",
+                self.max
+            )))
         };
         let announced = ex
             .request

@@ -102,8 +102,8 @@ pub fn problem_to_fault(problem: Problem, version: SoapVersion) -> Response<Body
         FaultCode::Server
     };
     let detail = match &problem.detail {
-        Some(d) => format!("{d} (urn:turnpike:problem:{})", problem.kind),
-        None => format!("urn:turnpike:problem:{}", problem.kind),
+        Some(d) => format!("{d} (urn:turnpike:problem:{})", problem.kind()),
+        None => format!("urn:turnpike:problem:{}", problem.kind()),
     };
     let status = match version {
         SoapVersion::V11 => StatusCode::INTERNAL_SERVER_ERROR,
@@ -112,12 +112,28 @@ pub fn problem_to_fault(problem: Problem, version: SoapVersion) -> Response<Body
     let mut res = respond(
         version,
         status,
-        fault_xml(version, code, &problem.title, Some(&detail)),
+        fault_xml(version, code, problem.title(), Some(&detail)),
     );
     for (k, v) in problem.headers {
         res.headers_mut().append(k, v);
     }
     res
+}
+
+/// Writes every problem of a SOAP API as a SOAP fault, in the SOAP version of the request's
+/// `Content-Type`.
+#[derive(Debug)]
+pub struct SoapFaults;
+
+impl turnpike_core::RenderProblem for SoapFaults {
+    fn render(&self, problem: Problem, content_type: Option<&HeaderValue>) -> Response<Body> {
+        problem_to_fault(problem, SoapVersion::from_content_type(content_type))
+    }
+}
+
+/// The renderer of SOAP APIs' problems (see [`SoapFaults`]).
+pub fn soap_faults() -> std::sync::Arc<dyn turnpike_core::RenderProblem> {
+    std::sync::Arc::new(SoapFaults)
 }
 
 #[cfg(test)]

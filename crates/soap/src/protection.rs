@@ -9,6 +9,7 @@ use http::{header, HeaderValue, StatusCode};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 use turnpike_config::XmlProtectionPolicy;
+use turnpike_core::problems;
 use turnpike_core::{Body, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
 use crate::quick::scan::{is_space, name_bytes};
@@ -423,15 +424,12 @@ impl BodyInspector for SizeInspector {
         self.seen += data.len() as u64;
         if self.seen > self.max {
             return Err(Box::new(
-                Problem::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "xml-protection",
-                    "The request is not acceptable XML",
-                )
-                .with_detail(format!(
-                    "the message has more than {} bytes; maxSize is {}",
-                    self.seen, self.max
-                )),
+                Problem::new(&problems::XML_PROTECTION)
+                    .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+                    .with_detail(format!(
+                        "the message has more than {} bytes; maxSize is {}",
+                        self.seen, self.max
+                    )),
             ));
         }
         Ok(())
@@ -473,12 +471,9 @@ impl Policy for XmlProtection {
                 Outcome::Continue
             }
             Err(v) => Outcome::Reject(
-                Problem::new(
-                    v.status,
-                    "xml-protection",
-                    "The request is not acceptable XML",
-                )
-                .with_detail(v.message),
+                Problem::new(&problems::XML_PROTECTION)
+                    .with_status(v.status)
+                    .with_detail(v.message),
             ),
         }
     }

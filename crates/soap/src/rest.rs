@@ -25,6 +25,7 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
 use turnpike_config::Wsdl2OpenApiPolicy;
 use turnpike_core::exchange::FixedEndpoint;
+use turnpike_core::problems;
 use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Policy, Problem};
 
 use crate::publish::address_path;
@@ -120,10 +121,6 @@ pub struct Wsdl2OpenApi {
     version: SoapVersion,
     endpoint: FixedEndpoint,
     openapi: Bytes,
-}
-
-fn problem(status: StatusCode, kind: &'static str, title: &'static str) -> Problem {
-    Problem::new(status, kind, title)
 }
 
 impl Wsdl2OpenApi {
@@ -379,16 +376,7 @@ impl Wsdl2OpenApi {
 
     /// [`Wsdl2OpenApi::response_json`] on a tree of the response.
     fn response_json_tree(&self, op: &RestOp, bytes: &[u8]) -> Result<Value, Box<Problem>> {
-        let bad = |d: String| {
-            Box::new(
-                problem(
-                    StatusCode::BAD_GATEWAY,
-                    "soap-response",
-                    "The SOAP backend's answer could not be read",
-                )
-                .with_detail(d),
-            )
-        };
+        let bad = |d: String| Box::new(Problem::new(&problems::SOAP_RESPONSE).with_detail(d));
         let root = xml::parse(bytes).map_err(|e| bad(format!("not XML: {e}")))?;
         let version = SoapVersion::from_envelope_ns(&root.ns)
             .filter(|_| root.local == "Envelope")
@@ -924,14 +912,11 @@ fn fault_problem(fault: &Element, version: SoapVersion) -> Problem {
     } else {
         StatusCode::BAD_GATEWAY
     };
-    let mut p = Problem::new(
-        status,
-        "soap-fault",
-        "The SOAP service answered with a fault",
-    )
-    .with_detail(reason.clone())
-    .with_member("faultcode", Value::String(code))
-    .with_member("faultstring", Value::String(reason));
+    let mut p = Problem::new(&problems::SOAP_FAULT)
+        .with_status(status)
+        .with_detail(reason.clone())
+        .with_member("faultcode", Value::String(code))
+        .with_member("faultstring", Value::String(reason));
     if let Some(d) = detail {
         let mut m = Map::new();
         for c in d.elements() {
@@ -1132,25 +1117,17 @@ impl Policy for Wsdl2OpenApi {
         let (i, params) = match self.find(&ex.request.method, rel) {
             Ok(found) => found,
             Err(path_matched) => {
-                let (status, kind, title) = if path_matched {
-                    (
-                        StatusCode::METHOD_NOT_ALLOWED,
-                        "method-not-allowed",
-                        "Method not allowed",
-                    )
+                let ty = if path_matched {
+                    &problems::METHOD_NOT_ALLOWED
                 } else {
-                    (
-                        StatusCode::NOT_FOUND,
-                        "not-found",
-                        "No operation at this path",
-                    )
+                    &problems::NOT_FOUND
                 };
                 let list: Vec<String> = self
                     .ops
                     .iter()
                     .map(|o| format!("{} {}{}", o.method, self.prefix, o.path))
                     .collect();
-                return Outcome::Reject(problem(status, kind, title).with_detail(format!(
+                return Outcome::Reject(Problem::new(ty).with_detail(format!(
                     "{} {rel}: operations are {}",
                     ex.request.method,
                     list.join(", ")
@@ -1172,16 +1149,14 @@ impl Policy for Wsdl2OpenApi {
                 Err(turnpike_core::json::JsonBodyError::NoBody) => None,
                 Err(turnpike_core::json::JsonBodyError::Invalid(m)) => {
                     return Outcome::Reject(
-                        problem(StatusCode::BAD_REQUEST, "bad-json", "The body is not JSON")
-                            .with_detail(m.to_string()),
+                        Problem::new(&problems::BAD_JSON).with_detail(m.to_string()),
                     )
                 }
             }
         };
         if parsed.as_ref().is_some_and(|v| !v.is_object()) {
             return Outcome::Reject(
-                problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
-                    .with_detail("the body must be a JSON object"),
+                Problem::new(&problems::VALIDATION).with_detail("the body must be a JSON object"),
             );
         }
         // Path and query parameters fill the request too (the body wins for query names).
@@ -1299,12 +1274,8 @@ impl Policy for Wsdl2OpenApi {
                 Outcome::Respond(r)
             }
             Ok(_) => Outcome::Reject(
-                problem(
-                    StatusCode::BAD_GATEWAY,
-                    "soap-response",
-                    "The SOAP backend failed",
-                )
-                .with_detail(format!("status {status} without a fault")),
+                Problem::new(&problems::SOAP_RESPONSE)
+                    .with_detail(format!("status {status} without a fault")),
             ),
             Err(p) => Outcome::Reject(*p),
         }
@@ -1312,7 +1283,7 @@ impl Policy for Wsdl2OpenApi {
 }
 
 fn invalid(errors: Vec<String>) -> Problem {
-    problem(StatusCode::BAD_REQUEST, "validation", "Invalid request")
+    Problem::new(&problems::VALIDATION)
         .with_detail(errors.join("\n"))
         .with_member(
             "errors",

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
-use turnpike_engine::Gateway;
 
 // Rust's allocations go to mimalloc, which also replaces malloc and free for the C libraries
 // linked in (libxml2): see crates/alloc.
@@ -76,7 +75,7 @@ fn init_logging() {
 }
 
 fn validate(config: &[PathBuf]) -> ExitCode {
-    match turnpike_engine::load_and_compile(config) {
+    match turnpike::load_and_compile(config) {
         Ok((_, snap)) => {
             let apis: usize = snap.listeners.values().map(|l| l.router.len()).sum();
             println!(
@@ -113,7 +112,7 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
             int: signal(SignalKind::interrupt())?,
         }
     };
-    let gateway = Gateway::start_from(config)?;
+    let gateway = turnpike::start(config)?;
     for (configured, bound) in gateway.listeners() {
         if configured == bound {
             tracing::info!("listening on {bound}");
@@ -130,7 +129,7 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
 
 /// Waits for signals (SIGHUP reloads; SIGTERM and SIGINT stop) and, with `--watch`, for changed
 /// configuration files. Returns when the gateway should stop.
-async fn control_loop(gateway: &Gateway, watch: bool, signals: Signals) {
+async fn control_loop(gateway: &turnpike::Gateway, watch: bool, signals: Signals) {
     let Signals {
         mut hup,
         mut term,
@@ -159,7 +158,7 @@ async fn control_loop(gateway: &Gateway, watch: bool, signals: Signals) {
     }
 }
 
-fn reload(gateway: &Gateway) {
+fn reload(gateway: &turnpike::Gateway) {
     match gateway.reload() {
         Ok(()) => tracing::info!("configuration reloaded"),
         Err(e) => {
@@ -174,7 +173,7 @@ fn reload(gateway: &Gateway) {
 
 /// Names and modification times of every configuration file, and of the YAML files in the
 /// folders given on the command line (so that new files are noticed).
-fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>)> {
+fn fingerprint(gateway: &turnpike::Gateway) -> Vec<(PathBuf, Option<SystemTime>)> {
     let mut files = gateway.files();
     for src in gateway.sources() {
         if let Ok(rd) = std::fs::read_dir(&src) {

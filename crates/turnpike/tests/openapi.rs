@@ -359,9 +359,7 @@ async fn invalid_specs_are_load_errors_that_say_where() {
         "api:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequests: yes\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: https://127.0.0.1:1/spec.yaml\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      dir: x\n---\napi:\n  port: 0\n  openapi:\n    - location: bad.yaml\n      validateRequest: yes\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 2, maxNesting: 3}\n  target: {host: 127.0.0.1, port: 1}\n---\napi:\n  port: 0\n  flow:\n    - jsonProtection: {maxDepth: 0}\n  target: {host: 127.0.0.1, port: 1}\n",
     )
     .unwrap();
-    let e = turnpike_engine::load_and_compile(&[cfg])
-        .unwrap_err()
-        .to_string();
+    let e = turnpike::load_and_compile(&[cfg]).unwrap_err().to_string();
     assert!(e.contains("gw.yaml:4:") && e.contains("bad.yaml:7:"), "{e}");
     assert!(
         e.contains("`in` must be path, query, header or cookie"),

@@ -408,10 +408,7 @@ async fn soap_proxy_config_errors_name_the_setting() {
         ),
     )
     .unwrap();
-    let err = turnpike_engine::Gateway::start_from(vec![file])
-        .err()
-        .unwrap()
-        .to_string();
+    let err = turnpike::start(vec![file]).err().unwrap().to_string();
     assert!(
         err.contains("soapProxy.wsdl") && err.contains("jms:queue:partners"),
         "{err}"
@@ -713,10 +710,7 @@ async fn wsdl2openapi_operation_mapping_faults_and_soap12() {
     let dir2 = tempfile::tempdir().unwrap();
     let file = dir2.path().join("g.yaml");
     std::fs::write(&file, yaml.replace("getPartners:", "getPartnerz:")).unwrap();
-    let err = turnpike_engine::Gateway::start_from(vec![file])
-        .err()
-        .unwrap()
-        .to_string();
+    let err = turnpike::start(vec![file]).err().unwrap().to_string();
     assert!(err.contains("wsdl2openapi.operations.getPartnerz"), "{err}");
 }
 

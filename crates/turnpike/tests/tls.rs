@@ -382,7 +382,7 @@ fn tls_settings_are_checked_at_load() {
             format!("api:\n  port: 1\n  {extra}\n  flow: [ {{ return: {{}} }} ]\n"),
         )
         .unwrap();
-        let err = match turnpike_engine::load_and_compile(&[f]) {
+        let err = match turnpike::load_and_compile(&[f]) {
             Ok(_) => panic!("accepted: {extra}"),
             Err(e) => e.to_string(),
         };

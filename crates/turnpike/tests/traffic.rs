@@ -370,7 +370,7 @@ fn policy_settings_are_checked_at_load() {
             format!("api:\n  port: 1\n  flow:\n    - {policy}\n    - return: {{}}\n"),
         )
         .unwrap();
-        let err = match turnpike_engine::load_and_compile(&[f]) {
+        let err = match turnpike::load_and_compile(&[f]) {
             Ok(_) => panic!("`{policy}` was accepted"),
             Err(e) => e.to_string(),
         };

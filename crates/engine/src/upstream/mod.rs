@@ -32,9 +32,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use turnpike_core::Body;
 
 use crate::headers::{remove_hop_by_hop, Forwarded};
-use crate::snapshot::Settings;
-use crate::target::Transport;
-use crate::worker::LocalExec;
+use turnpike_snapshot::{Settings, Transport};
+
+use crate::exec::LocalExec;
 
 pub use h1::H1Error;
 use h1::{Conn, Prepared, ResponseFraming};

@@ -9,9 +9,9 @@ pub mod password;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use http::StatusCode;
 use turnpike_config::AllowList;
 use turnpike_core::exchange::Identity;
+use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Problem};
 
 use crate::consumers::{self, Consumer, Consumers};
@@ -64,12 +64,7 @@ pub(crate) fn authorization<'a>(ex: &'a Exchange, scheme: &[u8]) -> Option<&'a [
 
 /// 401 with a problem body; `challenge` becomes `WWW-Authenticate`.
 pub(crate) fn unauthorized(detail: &str, challenge: Option<&http::HeaderValue>) -> Outcome {
-    let mut p = Problem::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "Authentication required",
-    )
-    .with_detail(detail);
+    let mut p = Problem::new(&problems::UNAUTHORIZED).with_detail(detail);
     if let Some(c) = challenge {
         p = p.with_header(http::header::WWW_AUTHENTICATE, c.clone());
     }
@@ -78,9 +73,7 @@ pub(crate) fn unauthorized(detail: &str, challenge: Option<&http::HeaderValue>) 
 
 /// 403 with a problem body.
 pub(crate) fn forbidden(detail: &str) -> Outcome {
-    Outcome::Reject(
-        Problem::new(StatusCode::FORBIDDEN, "forbidden", "Access denied").with_detail(detail),
-    )
+    Outcome::Reject(Problem::new(&problems::FORBIDDEN).with_detail(detail))
 }
 
 /// Records who the caller is, checks `allow` and the required scopes, and runs the consumer's

@@ -9,10 +9,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue};
 use ipnet::IpNet;
 use turnpike_config::{ExpressionLanguage, RateAlgorithm, RateKey, RateLimiterPolicy};
 use turnpike_core::jsonpath::Message;
+use turnpike_core::problems;
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
 use self::store::{Decision, Key, Store};
@@ -221,17 +222,13 @@ impl Policy for RateLimiter {
         }
         let d = self.store.hit(self.key(ex), Instant::now());
         if !d.allowed {
-            let mut p = Problem::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate-limited",
-                "Too many requests",
-            )
-            .with_detail(format!(
-                "the limit is {} requests per window; retry in {} s",
-                self.store.limit(),
-                d.reset_secs
-            ))
-            .with_header(http::header::RETRY_AFTER, HeaderValue::from(d.reset_secs));
+            let mut p = Problem::new(&problems::RATE_LIMITED)
+                .with_detail(format!(
+                    "the limit is {} requests per window; retry in {} s",
+                    self.store.limit(),
+                    d.reset_secs
+                ))
+                .with_header(http::header::RETRY_AFTER, HeaderValue::from(d.reset_secs));
             for (k, v) in self.headers(d) {
                 p = p.with_header(k, v);
             }

@@ -14,7 +14,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use turnpike_engine::Gateway;
+use turnpike::Gateway;
 
 pub mod pki;
 
@@ -194,7 +194,7 @@ impl TestGateway {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("gateway.yaml");
         std::fs::write(&file, yaml).unwrap();
-        let gateway = Gateway::start_from(vec![file.clone()]).unwrap_or_else(|e| panic!("{e}"));
+        let gateway = turnpike::start(vec![file.clone()]).unwrap_or_else(|e| panic!("{e}"));
         TestGateway {
             gateway: Some(gateway),
             dir,

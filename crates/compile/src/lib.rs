@@ -1,0 +1,179 @@
+//! The compile stage: turns a loaded configuration (`turnpike-config`) into the immutable
+//! [`Snapshot`] the data plane serves from. Everything the hot path reads is built here, once
+//! per (re)load: routers, compiled policy chains, targets, TLS configs, OpenAPI validators,
+//! SOAP APIs and their fault format. Every error is reported with its file, line, column and
+//! key, all of them at once.
+
+mod api;
+mod listener;
+mod openapi_api;
+mod settings;
+mod soap_proxy;
+mod target;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
+use turnpike_core::router::PathSpec;
+use turnpike_core::{Chain, RouteSpec, Router, Step};
+use turnpike_openapi::docs::ApiDocs;
+use turnpike_openapi::Spec;
+use turnpike_snapshot::{Api, ListenerRoutes, Snapshot};
+use turnpike_soap::Wsdl;
+
+pub use settings::settings;
+pub use target::compile_target;
+
+/// The address an API listens on, as configured.
+pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
+    SocketAddr::new(
+        api.ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        api.port,
+    )
+}
+
+/// Loads and compiles the configuration at `paths`, reporting every error of both stages (the
+/// documents that fail to load are still left out of compilation, so their dependants are
+/// checked too), sorted by file and line.
+pub fn load_and_compile(
+    paths: &[std::path::PathBuf],
+) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
+    let (set, mut errors) =
+        turnpike_config::load::load_lenient(paths, &|name| std::env::var(name).ok());
+    match compile(&set) {
+        Ok(snap) if errors.is_empty() => return Ok((set, snap)),
+        Ok(_) => {}
+        Err(e) => errors.extend(e),
+    }
+    errors.sort();
+    Err(errors)
+}
+
+/// Compiles a loaded configuration; returns every error, each with its location.
+pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
+    let mut errors = ConfigErrors::default();
+    let settings = settings(&set.gateway);
+    if let Some(origin) = &set.gateway_origin {
+        if settings.threads == 0 {
+            errors.push(origin.error("gateway.threads", "must be at least 1"));
+        }
+        if settings.max_header_size < 8192 {
+            errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
+        }
+    }
+    let consumers = Arc::new(api::compile_consumers(set, &mut errors));
+    let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
+    let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
+    let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
+    let mut order: Vec<SocketAddr> = Vec::new();
+    let soap_apis: Vec<(Located<ApiConfig>, Arc<Wsdl>)> = set
+        .soap_proxies
+        .iter()
+        .filter_map(|p| soap_proxy::soap_proxy_api(p, &mut errors))
+        .collect();
+    let apis = set
+        .apis
+        .iter()
+        .map(|a| (a, None))
+        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+    for (located, wsdl) in apis {
+        let addr = listen_addr(&located.value);
+        apis_at.entry(addr).or_default().push(located);
+        for (spec, api, openapi) in api::compile_api(located, wsdl, set, &consumers, &mut errors) {
+            by_addr
+                .entry(addr)
+                .or_insert_with(|| {
+                    order.push(addr);
+                    Vec::new()
+                })
+                .push((spec, Arc::new(api)));
+            if let Some(s) = openapi {
+                specs_by_addr.entry(addr).or_default().push(s);
+            }
+        }
+    }
+    // Every port with OpenAPI-deployed APIs serves their documents under `/api-docs`.
+    for (addr, specs) in &specs_by_addr {
+        let docs = ApiDocs::new(specs);
+        if let Some(routes) = by_addr.get_mut(addr) {
+            routes.push((
+                RouteSpec {
+                    hosts: Vec::new(),
+                    method: None,
+                    path: PathSpec::Prefix(turnpike_openapi::docs::PREFIX.to_owned()),
+                },
+                Arc::new(Api {
+                    errors: None,
+                    name: "api-docs".into(),
+                    chain: Chain::new(vec![Step {
+                        policy: Box::new(docs),
+                        request: true,
+                        response: false,
+                    }]),
+                    target: None,
+                }),
+            ));
+        }
+    }
+    let mut listeners = HashMap::default();
+    for addr in order {
+        let routes = by_addr.remove(&addr).unwrap_or_default();
+        let apis = apis_at.remove(&addr).unwrap_or_default();
+        let tls = listener::listener_tls(addr, &apis, &mut errors);
+        let h2c = apis.iter().any(|a| a.value.h2c.0);
+        if h2c && tls.is_some() {
+            if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
+                errors.push(a.error(
+                    "h2c",
+                    "h2c is cleartext HTTP/2; on a TLS port HTTP/2 is negotiated with ALPN",
+                ));
+            }
+        }
+        match Router::build(routes) {
+            Ok(router) => {
+                listeners.insert(addr, ListenerRoutes { router, tls, h2c });
+            }
+            // Paths were validated per API already; this is a safety net.
+            Err((_, msg)) => errors.push(turnpike_config::ConfigError::new(
+                turnpike_config::Location {
+                    file: Default::default(),
+                    line: 0,
+                    column: 0,
+                    key: format!("listener {addr}"),
+                },
+                msg,
+            )),
+        }
+    }
+    let mut spec_files: Vec<std::path::PathBuf> = specs_by_addr
+        .values()
+        .flatten()
+        .flat_map(|s| s.files.iter().cloned())
+        .collect();
+    spec_files.extend(set.apis.iter().flat_map(listener::tls_files));
+    // Files policies read at load (WSDLs and schemas of validators, key sets, password files).
+    for routes in listeners.values() {
+        for api in routes.router.values() {
+            spec_files.extend(api.chain.files());
+        }
+    }
+    // soapProxy WSDLs and the documents they include are watched too.
+    spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
+    spec_files.sort();
+    spec_files.dedup();
+    errors.into_result(Snapshot {
+        listeners,
+        settings,
+        spec_files,
+    })
+}
+
+/// The folder of the file a value was read from.
+pub(crate) fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
+    l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+/// One compiled route of an API: its route, the API, and the spec it was deployed from.
+pub(crate) type CompiledRoute = (RouteSpec, Api, Option<Arc<Spec>>);

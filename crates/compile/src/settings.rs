@@ -1,0 +1,46 @@
+//! `gateway:` settings with their defaults: the snapshot's [`Settings`].
+
+use std::time::Duration;
+
+use turnpike_config::GatewaySettings;
+use turnpike_snapshot::{Http2Limits, Settings};
+
+/// The process settings of a configuration, with defaults applied.
+pub fn settings(g: &GatewaySettings) -> Settings {
+    let limits = g.limits.clone().unwrap_or_default();
+    let t = g.timeouts.clone().unwrap_or_default();
+    let d = |v: Option<turnpike_config::units::Duration>, def: u64| {
+        v.map_or(Duration::from_secs(def), |d| d.0)
+    };
+    Settings {
+        threads: g
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        access_log: g.access_log.is_none_or(|f| f.0),
+        max_header_size: limits.max_header_size.map_or(64 << 10, |s| s.0 as usize),
+        max_headers: limits.max_headers.unwrap_or(100),
+        max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),
+        connect_timeout: d(t.connect, 5),
+        upstream_timeout: d(t.upstream, 60),
+        header_read_timeout: d(t.header_read, 30),
+        upstream_idle_timeout: d(t.upstream_idle, 90),
+        shutdown_timeout: d(t.shutdown, 30),
+        http2: {
+            let h = g.http2.clone().unwrap_or_default();
+            let max_header = limits.max_header_size.map_or(64 << 10, |s| s.0);
+            Http2Limits {
+                max_concurrent_streams: h.max_concurrent_streams.unwrap_or(256),
+                initial_stream_window_size: h
+                    .initial_stream_window_size
+                    .map_or(1 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                initial_connection_window_size: h
+                    .initial_connection_window_size
+                    .map_or(4 << 20, |s| s.0.min(u32::MAX as u64 >> 1) as u32),
+                max_header_list_size: h
+                    .max_header_list_size
+                    .map_or(max_header, |s| s.0)
+                    .min(u32::MAX as u64) as u32,
+            }
+        },
+    }
+}

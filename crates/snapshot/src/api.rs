@@ -1,0 +1,22 @@
+//! A compiled API: what the data plane runs for the requests its route matches.
+
+use std::sync::Arc;
+
+use turnpike_core::{Chain, RenderProblem};
+
+use crate::target::Target;
+
+/// A compiled API.
+#[derive(Debug)]
+pub struct Api {
+    /// Name for logs (`name`, or `port path` when unnamed).
+    pub name: Arc<str>,
+    /// Global policies followed by the API's own flow.
+    pub chain: Chain,
+    /// Where requests go when the flow does not answer.
+    pub target: Option<Target>,
+    /// How the problems the gateway generates for this API are written when not as
+    /// problem+json: SOAP APIs answer SOAP faults, which is all their clients understand.
+    /// `None` for problem+json (or a gRPC status for gRPC requests).
+    pub errors: Option<Arc<dyn RenderProblem>>,
+}
