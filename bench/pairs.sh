@@ -3,7 +3,7 @@
 # pairs, with more latency percentiles than run.sh reports. For the latency tail, where one
 # disturbed round of a noisy machine decides a median of medians: the per-pair ratio, its
 # median over all pairs, and in how many pairs turnpike did better.
-# Method: docs/benchmarks.md ("Run 18").   Usage: bench/pairs.sh [--pairs N] [--duration S]
+# Method: docs/benchmarks.md ("Interleaved pairs").   Usage: bench/pairs.sh [--pairs N] [--duration S]
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -4,7 +4,8 @@
 # backends. Each round reports both setups' CPU per request from the same seconds of the
 # machine, so the noise that moves sequential runs by several µs per request mostly cancels
 # in their ratio. The two setups swap ports every round, and the report takes out the ports'
-# bias. Method and results: docs/benchmarks.md ("Simultaneous A/B", runs 22, 25 and 26).
+# bias. Method: docs/benchmarks.md ("Simultaneous A/B: bench/together.sh"); results measured
+# with it are in its "Results" and "Measurements behind design choices" sections.
 #   Usage: bench/together.sh --help
 set -euo pipefail
 
