@@ -6,8 +6,8 @@ use std::sync::Arc;
 use http::Method;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
 use turnpike_core::router::{HostPattern, PathSpec};
-use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
-use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction, FlowContext};
+use turnpike_core::{Chain, CompileContext, RouteSpec, Step, TemplateScope};
+use turnpike_policies::{answers_itself, compile_flow, Consumers, Direction};
 use turnpike_snapshot::Api;
 use turnpike_soap::{Wsdl, WsdlPublisher};
 
@@ -31,25 +31,28 @@ pub(crate) fn compile_steps(
     errors: &mut ConfigErrors,
 ) -> Vec<Step> {
     let mut steps = Vec::new();
+    let mut shared = http::Extensions::new();
+    shared.insert(Arc::clone(parts.consumers));
+    if let Some(w) = parts.wsdl {
+        shared.insert(Arc::clone(w));
+    }
     for g in &parts.set.globals {
-        let ctx = FlowContext {
+        let ctx = CompileContext {
             scope: parts.scope,
-            consumers: parts.consumers,
             in_consumer_flow: false,
             base_dir: base_dir(g),
-            wsdl: parts.wsdl,
             path_prefix: "",
+            shared: &shared,
         };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
     steps.extend(built_in);
-    let ctx = FlowContext {
+    let ctx = CompileContext {
         scope: parts.scope,
-        consumers: parts.consumers,
         in_consumer_flow: false,
         base_dir: base_dir(located),
-        wsdl: parts.wsdl,
         path_prefix: parts.path_prefix,
+        shared: &shared,
     };
     compile_flow(
         &located.value.flow,
@@ -64,18 +67,17 @@ pub(crate) fn compile_steps(
 }
 
 pub(crate) fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
-    let none = Arc::new(Consumers::default());
+    let none = http::Extensions::new();
     let scope = TemplateScope::default();
     Consumers::compile(
         &set.consumers,
         |c, errors| {
-            let ctx = FlowContext {
+            let ctx = CompileContext {
                 scope: &scope,
-                consumers: &none,
                 in_consumer_flow: true,
                 base_dir: base_dir(c),
-                wsdl: None,
                 path_prefix: "",
+                shared: &none,
             };
             let mut steps = Vec::new();
             compile_flow(

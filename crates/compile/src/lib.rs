@@ -10,6 +10,8 @@ mod openapi_api;
 mod settings;
 mod soap_proxy;
 mod target;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -25,6 +27,7 @@ use turnpike_soap::Wsdl;
 
 pub use settings::settings;
 pub use target::compile_target;
+pub use turnpike_policies::registry::json_schema;
 
 /// The address an API listens on, as configured.
 pub fn listen_addr(api: &ApiConfig) -> SocketAddr {

@@ -14,8 +14,9 @@ pub(crate) fn soap_proxy_api(
     errors: &mut ConfigErrors,
 ) -> Option<(Located<ApiConfig>, Arc<Wsdl>)> {
     let p = &located.value;
-    let wsdl = match turnpike_policies::load_wsdl(&p.wsdl, located) {
-        Ok(w) => w,
+    let location = turnpike_soap::Location::from_config(&p.wsdl, crate::base_dir(located));
+    let wsdl = match Wsdl::load(&location) {
+        Ok(w) => Arc::new(w),
         Err(m) => {
             errors.push(located.error("wsdl", m));
             return None;

@@ -9,7 +9,6 @@ pub mod error;
 pub mod fetch;
 pub mod load;
 pub mod model;
-pub mod schema;
 pub mod units;
 pub mod yaml;
 

@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_path_to_error::Segment;
+use turnpike_core::settings::parse_all;
+use turnpike_core::CompileError;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
 use crate::model::{
@@ -85,6 +86,12 @@ impl<T> Located<T> {
         } else {
             self.origin.error(&self.join(sub), message)
         }
+    }
+
+    /// An error about the key `sub` itself (an unknown or misplaced name), pointing at the key
+    /// rather than its value.
+    pub fn error_at_key(&self, sub: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.origin.key_at(&self.join(sub)), message)
     }
 
     /// The full key path of `sub` below this value.
@@ -277,10 +284,12 @@ impl Loader<'_> {
                 document: index,
                 spans,
             });
-            let doc: Document = match serde_path_to_error::deserialize(json) {
+            let doc: Document = match parse_all(json) {
                 Ok(d) => d,
-                Err(e) => {
-                    self.errors.push(model_error(&origin, &e));
+                Err(errors) => {
+                    for e in errors {
+                        self.errors.push(model_error(&origin, e));
+                    }
                     continue;
                 }
             };
@@ -340,62 +349,27 @@ impl Loader<'_> {
 }
 
 /// Turns a model (serde) error into a located, readable config error.
-fn model_error(origin: &Origin, e: &serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
-    let mut key = String::new();
-    for seg in e.path().iter() {
-        match seg {
-            Segment::Seq { index } => key.push_str(&format!("[{index}]")),
-            Segment::Map { key: k } | Segment::Enum { variant: k } => {
-                if !key.is_empty() {
-                    key.push('.');
-                }
-                key.push_str(k);
-            }
-            Segment::Unknown => {}
-        }
-    }
-    let inner = e.inner().to_string();
-    // serde_json appends " at line X column Y" of the intermediate JSON: meaningless here.
-    let message = match inner.rfind(" at line ") {
-        Some(i) => inner[..i].to_owned(),
-        None => inner,
-    };
-    let message = friendlier(&key, message);
-    let location = match unknown_field(&message) {
-        Some(field) => {
-            let k = if key.is_empty() || key == field || key.ends_with(&format!(".{field}")) {
-                key.clone()
-            } else {
-                format!("{key}.{field}")
-            };
-            let k = if k.is_empty() { field.to_owned() } else { k };
-            origin.key_at(&k)
-        }
-        None => origin.at(&key),
+fn model_error(origin: &Origin, e: CompileError) -> ConfigError {
+    let message = friendlier(&e.key, e.message);
+    let location = match message
+        .strip_prefix("unknown document kind `")
+        .and_then(|r| r.split('`').next())
+    {
+        Some(kind) => origin.key_at(kind),
+        None if e.at_key => origin.key_at(&e.key),
+        None => origin.at(&e.key),
     };
     ConfigError::new(location, message)
 }
 
-fn unknown_field(message: &str) -> Option<&str> {
-    let rest = message
-        .strip_prefix("unknown field `")
-        .or_else(|| message.strip_prefix("unknown policy `"))
-        .or_else(|| message.strip_prefix("unknown document kind `"))?;
-    rest.split('`').next()
-}
-
 fn friendlier(key: &str, message: String) -> String {
     if let Some(rest) = message.strip_prefix("unknown variant `") {
-        let what = if key.is_empty() {
-            "document kind"
-        } else {
-            "policy"
-        };
-        return format!("unknown {what} `{rest}");
+        if key.is_empty() {
+            return format!("unknown document kind `{rest}");
+        }
     }
     if message.starts_with("invalid type: map, expected enum") {
-        return "expected a map with exactly one key (the name of the document kind or policy)"
-            .into();
+        return "expected a map with exactly one key (the name of the document kind)".into();
     }
     message
 }
@@ -428,32 +402,6 @@ mod tests {
         assert_eq!((e.location.line, e.location.column), (3, 3), "{e}");
         assert_eq!(e.location.key, "api.prot");
         assert!(e.message.contains("unknown field `prot`"), "{e}");
-    }
-
-    #[test]
-    fn wrong_type_points_at_the_value() {
-        let err = load_str(
-            "t.yaml",
-            "api:\n  port: 2000\n  flow:\n    - return:\n        status: abc\n",
-            &env,
-        )
-        .unwrap_err();
-        let e = &err.0[0];
-        assert_eq!(e.location.key, "api.flow[0].return.status");
-        assert_eq!((e.location.line, e.location.column), (5, 17), "{e}");
-    }
-
-    #[test]
-    fn unknown_policy_is_named() {
-        let err = load_str(
-            "t.yaml",
-            "api:\n  port: 2000\n  flow:\n    - retrun: {}\n",
-            &env,
-        )
-        .unwrap_err();
-        let e = &err.0[0];
-        assert!(e.message.contains("unknown policy `retrun`"), "{e}");
-        assert_eq!(e.location.line, 4, "{e}");
     }
 
     #[test]

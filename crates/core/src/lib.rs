@@ -10,7 +10,9 @@ pub mod json;
 pub mod jsonpath;
 pub mod policy;
 pub mod problem;
+pub mod registry;
 pub mod router;
+pub mod settings;
 pub mod template;
 
 pub use body::Body;
@@ -19,5 +21,6 @@ pub use error_format::{ErrorFormat, RenderProblem};
 pub use exchange::Exchange;
 pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy, Resume, Wait};
 pub use problem::{types as problems, Problem, ProblemType};
+pub use registry::{CompileContext, CompileError, Phases, PolicyFactory, PolicyKind};
 pub use router::{Match, RouteSpec, Router};
 pub use template::{Template, TemplateScope};

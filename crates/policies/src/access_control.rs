@@ -3,12 +3,27 @@
 //! denies everyone not on it. 403 problem+json.
 
 use ipnet::IpNet;
-use turnpike_config::AccessControlPolicy;
 use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
+use crate::err;
 use crate::rate_limit::{canonical, parse_net};
-use crate::{err, CompileError};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+/// `accessControl`: IP allow and deny lists.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AccessControlSettings {
+    /// Clients allowed (IPs or CIDR ranges, IPv4 and IPv6); when given, everyone else is denied.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Clients denied (checked first).
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
 
 /// The compiled policy.
 pub struct AccessControl {
@@ -16,9 +31,13 @@ pub struct AccessControl {
     deny: Vec<IpNet>,
 }
 
-impl AccessControl {
+impl PolicyFactory for AccessControl {
+    const NAME: &'static str = "accessControl";
+    const PHASES: Phases = Phases::REQUEST;
+    type Settings = AccessControlSettings;
+
     /// Compiles the policy; every entry must be an IP or CIDR range.
-    pub fn compile(c: &AccessControlPolicy) -> Result<Self, CompileError> {
+    fn compile(c: AccessControlSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         if c.allow.is_empty() && c.deny.is_empty() {
             return Err(err("", "give `allow` or `deny`"));
         }

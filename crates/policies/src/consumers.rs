@@ -145,6 +145,14 @@ impl Consumers {
     }
 }
 
+/// The consumers the compile stage shares with the policies (none when it shares none: unit
+/// tests, and the flows of consumers themselves).
+pub fn shared(ctx: &turnpike_core::CompileContext<'_>) -> Arc<Consumers> {
+    ctx.get::<Arc<Consumers>>()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(Consumers::default()))
+}
+
 /// Runs the request phase of an identified consumer's own flow and remembers the consumer for
 /// the response phase.
 pub(crate) fn enter(ex: &mut Exchange, consumer: &Arc<Consumer>) -> Outcome {

@@ -4,11 +4,38 @@
 use std::collections::HashSet;
 
 use http::{header, HeaderValue, Method, Response, StatusCode};
-use turnpike_config::CorsPolicy;
 use turnpike_core::problems;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 
-use crate::{err, CompileError};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::{Duration, Flag};
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+/// `cors`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CorsSettings {
+    /// Allowed origins (`https://app.example.com`), or `*`.
+    pub origins: Vec<String>,
+    /// Allowed methods (default GET, HEAD, POST).
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Allowed request headers (default: none beyond the CORS-safelisted ones).
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// Response headers exposed to scripts.
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    /// Allow credentials (cookies, authorization); not with origin `*`.
+    #[serde(default)]
+    pub credentials: Flag,
+    /// How long browsers may cache a preflight answer.
+    #[serde(default)]
+    pub max_age: Option<Duration>,
+}
 
 /// The compiled policy.
 pub struct Cors {
@@ -23,9 +50,12 @@ pub struct Cors {
     max_age: Option<HeaderValue>,
 }
 
-impl Cors {
+impl PolicyFactory for Cors {
+    const NAME: &'static str = "cors";
+    type Settings = CorsSettings;
+
     /// Compiles the policy; `*` with credentials is rejected (browsers refuse it).
-    pub fn compile(c: &CorsPolicy) -> Result<Self, CompileError> {
+    fn compile(c: CorsSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         if c.origins.is_empty() {
             return Err(err("origins", "list at least one origin, or `*`"));
         }
@@ -85,7 +115,9 @@ impl Cors {
             max_age,
         })
     }
+}
 
+impl Cors {
     fn allowed_origin(&self, origin: &str) -> bool {
         self.any_origin || self.origins.contains(&origin.to_ascii_lowercase())
     }

@@ -2,12 +2,43 @@
 //! on the phase they run in.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use turnpike_config::{ExpressionLanguage, RemoveHeaderPolicy, SetHeaderPolicy};
 use turnpike_core::jsonpath::Message;
 use turnpike_core::problems;
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::Flag;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use crate::language::ExpressionLanguage;
+
+/// `setHeader`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetHeaderSettings {
+    /// Header name.
+    pub name: String,
+    /// Value; may hold templates such as `${path.id}` or `${header.User-Agent}`.
+    pub value: String,
+    /// Only set the header when the message does not have it yet.
+    #[serde(default)]
+    pub if_absent: Flag,
+    /// The language of the value's `${...}` placeholders: absent for the built-in templates,
+    /// `jsonpath` for RFC 9535 JSONPath on the JSON body (`${$.person.firstName}`).
+    #[serde(default)]
+    pub language: Option<ExpressionLanguage>,
+}
+
+/// `removeHeader`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RemoveHeaderSettings {
+    /// Header name.
+    pub name: String,
+}
 
 /// A header value: built once when it has no placeholder, rendered per request otherwise.
 #[derive(Debug, Clone)]
@@ -17,14 +48,14 @@ pub(crate) enum ValueTemplate {
 }
 
 impl ValueTemplate {
-    pub(crate) fn compile(src: &str, ctx: &FlowContext<'_>) -> Result<Self, String> {
+    pub(crate) fn compile(src: &str, ctx: &CompileContext<'_>) -> Result<Self, String> {
         Self::compile_in(src, ctx, None)
     }
 
     /// Compiles `src` with the placeholders of `language` (built-in templates when `None`).
     pub(crate) fn compile_in(
         src: &str,
-        ctx: &FlowContext<'_>,
+        ctx: &CompileContext<'_>,
         language: Option<ExpressionLanguage>,
     ) -> Result<Self, String> {
         let t = match language {
@@ -84,9 +115,12 @@ pub struct SetHeader {
     if_absent: bool,
 }
 
-impl SetHeader {
+impl PolicyFactory for SetHeader {
+    const NAME: &'static str = "setHeader";
+    type Settings = SetHeaderSettings;
+
     /// Compiles the policy; the value's template is parsed here.
-    pub fn compile(c: &SetHeaderPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: SetHeaderSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(SetHeader {
             name: header_name(&c.name)?,
             value: ValueTemplate::compile_in(&c.value, ctx, c.language)
@@ -94,7 +128,9 @@ impl SetHeader {
             if_absent: c.if_absent.0,
         })
     }
+}
 
+impl SetHeader {
     /// The value to set, or `None` when `ifAbsent` finds the header present. Rendered before the
     /// headers are changed, so that templates see the message as it arrived at this policy.
     fn value(
@@ -183,9 +219,12 @@ pub struct RemoveHeader {
     name: HeaderName,
 }
 
-impl RemoveHeader {
+impl PolicyFactory for RemoveHeader {
+    const NAME: &'static str = "removeHeader";
+    type Settings = RemoveHeaderSettings;
+
     /// Compiles the policy.
-    pub fn compile(c: &RemoveHeaderPolicy) -> Result<Self, CompileError> {
+    fn compile(c: RemoveHeaderSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(RemoveHeader {
             name: header_name(&c.name)?,
         })
@@ -224,7 +263,7 @@ mod tests {
     fn set(name: &str, value: &str, if_absent: bool) -> SetHeader {
         let scope = TemplateScope::default();
         SetHeader::compile(
-            &SetHeaderPolicy {
+            SetHeaderSettings {
                 name: name.into(),
                 value: value.into(),
                 if_absent: Flag(if_absent),
@@ -280,7 +319,7 @@ mod tests {
         let ctx = crate::testutil::ctx(&scope);
         let bad = |n: &str, v: &str| {
             SetHeader::compile(
-                &SetHeaderPolicy {
+                SetHeaderSettings {
                     name: n.into(),
                     value: v.into(),
                     if_absent: Flag(false),
@@ -290,16 +329,16 @@ mod tests {
             )
             .unwrap_err()
         };
-        assert_eq!(bad("a b", "x").0, "name");
-        assert_eq!(bad("a", "${nope}").0, "value");
-        assert_eq!(bad("a", "x\ny").0, "value");
+        assert_eq!(bad("a b", "x").key, "name");
+        assert_eq!(bad("a", "${nope}").key, "value");
+        assert_eq!(bad("a", "x\ny").key, "value");
     }
 
     #[test]
     fn jsonpath_values_from_request_and_response_bodies() {
         let scope = TemplateScope::default();
         let p = SetHeader::compile(
-            &SetHeaderPolicy {
+            SetHeaderSettings {
                 name: "X-First".into(),
                 value: "${$.person.firstName}".into(),
                 if_absent: Flag(false),
@@ -321,7 +360,7 @@ mod tests {
         p.on_response(&mut ex);
         assert_eq!(ex.response.unwrap().headers()["x-first"], "Bob");
         let bad = SetHeader::compile(
-            &SetHeaderPolicy {
+            SetHeaderSettings {
                 name: "X".into(),
                 value: "${$.[}".into(),
                 if_absent: Flag(false),
@@ -329,12 +368,16 @@ mod tests {
             },
             &crate::testutil::ctx(&scope),
         );
-        assert_eq!(bad.unwrap_err().0, "value");
+        assert_eq!(bad.unwrap_err().key, "value");
     }
 
     #[test]
     fn removes() {
-        let p = RemoveHeader::compile(&RemoveHeaderPolicy { name: "X-A".into() }).unwrap();
+        let p = RemoveHeader::compile(
+            RemoveHeaderSettings { name: "X-A".into() },
+            &crate::testutil::plain(),
+        )
+        .unwrap();
         let mut ex = exchange("GET", "/", &[("x-a", "1"), ("x-a", "2")], "");
         p.on_request(&mut ex);
         assert!(!ex.request.headers.contains_key("x-a"));

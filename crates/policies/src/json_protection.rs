@@ -8,11 +8,50 @@
 
 use std::collections::HashSet;
 
-use turnpike_config::JsonProtectionPolicy;
 use turnpike_core::problems;
 use turnpike_core::{BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 
-use crate::CompileError;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::{ByteSize, Flag};
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+/// `jsonProtection`: rejects JSON request bodies that are invalid, have duplicate keys, or exceed
+/// the limits (Membrane's settings and defaults).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JsonProtectionSettings {
+    /// Most JSON tokens (braces, brackets and values each count one; keys do not, as in
+    /// Membrane: `{"a":"b"}` has 3); default 10000.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Largest body; default 50MB.
+    #[serde(default)]
+    pub max_size: Option<ByteSize>,
+    /// Deepest nesting of objects and arrays; default 50.
+    #[serde(default)]
+    pub max_depth: Option<u64>,
+    /// Longest string (values and keys), in characters; default 262144.
+    #[serde(default)]
+    pub max_string_length: Option<u64>,
+    /// Longest object key, in characters; default 256 (the stricter of this and
+    /// `maxStringLength` applies).
+    #[serde(default)]
+    pub max_key_length: Option<u64>,
+    /// Most keys in one object; default 1000.
+    #[serde(default)]
+    pub max_object_size: Option<u64>,
+    /// Most elements in one array; default 1000.
+    #[serde(default)]
+    pub max_array_size: Option<u64>,
+    /// Reject the key `__proto__` (prototype pollution in JavaScript backends); default true.
+    #[serde(default)]
+    pub block_proto: Option<Flag>,
+    /// Describe the violation in the problem details (default true); `false` answers a bare 400
+    /// problem without saying what was found.
+    #[serde(default)]
+    pub report_error: Option<Flag>,
+}
 
 /// The limits checked (Membrane's defaults in [`Limits::default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -721,36 +760,6 @@ pub struct JsonProtection {
     report_error: bool,
 }
 
-impl JsonProtection {
-    /// Compiles the policy; every limit must be at least 1.
-    pub fn compile(c: &JsonProtectionPolicy) -> Result<Self, CompileError> {
-        let d = Limits::default();
-        let pick = |v: Option<u64>, def: u64, key: &str| -> Result<u64, CompileError> {
-            match v {
-                Some(0) => Err(crate::err(key, "must be at least 1")),
-                Some(n) => Ok(n),
-                None => Ok(def),
-            }
-        };
-        let max_string_length = pick(c.max_string_length, d.max_string_length, "maxStringLength")?;
-        Ok(JsonProtection {
-            limits: Limits {
-                max_tokens: pick(c.max_tokens, d.max_tokens, "maxTokens")?,
-                max_size: pick(c.max_size.map(|s| s.0), d.max_size, "maxSize")?,
-                max_depth: pick(c.max_depth, d.max_depth, "maxDepth")?,
-                max_string_length,
-                // Keys are strings too: the stricter limit applies (as in Membrane).
-                max_key_length: pick(c.max_key_length, d.max_key_length, "maxKeyLength")?
-                    .min(max_string_length),
-                max_object_size: pick(c.max_object_size, d.max_object_size, "maxObjectSize")?,
-                max_array_size: pick(c.max_array_size, d.max_array_size, "maxArraySize")?,
-                block_proto: c.block_proto.is_none_or(|f| f.0),
-            },
-            report_error: c.report_error.is_none_or(|f| f.0),
-        })
-    }
-}
-
 fn problem(v: Violation, report_error: bool) -> Problem {
     let p = Problem::new(&problems::JSON_PROTECTION);
     if report_error {
@@ -782,6 +791,40 @@ impl BodyInspector for Inspector {
         self.scanner
             .finish()
             .map_err(|v| Box::new(problem(v, self.report_error)))
+    }
+}
+
+impl PolicyFactory for JsonProtection {
+    const NAME: &'static str = "jsonProtection";
+    const PHASES: Phases = Phases::REQUEST;
+    type Settings = JsonProtectionSettings;
+
+    /// Compiles the policy; every limit must be at least 1.
+    fn compile(c: JsonProtectionSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let d = Limits::default();
+        let pick = |v: Option<u64>, def: u64, key: &str| -> Result<u64, CompileError> {
+            match v {
+                Some(0) => Err(crate::err(key, "must be at least 1")),
+                Some(n) => Ok(n),
+                None => Ok(def),
+            }
+        };
+        let max_string_length = pick(c.max_string_length, d.max_string_length, "maxStringLength")?;
+        Ok(JsonProtection {
+            limits: Limits {
+                max_tokens: pick(c.max_tokens, d.max_tokens, "maxTokens")?,
+                max_size: pick(c.max_size.map(|s| s.0), d.max_size, "maxSize")?,
+                max_depth: pick(c.max_depth, d.max_depth, "maxDepth")?,
+                max_string_length,
+                // Keys are strings too: the stricter limit applies (as in Membrane).
+                max_key_length: pick(c.max_key_length, d.max_key_length, "maxKeyLength")?
+                    .min(max_string_length),
+                max_object_size: pick(c.max_object_size, d.max_object_size, "maxObjectSize")?,
+                max_array_size: pick(c.max_array_size, d.max_array_size, "maxArraySize")?,
+                block_proto: c.block_proto.is_none_or(|f| f.0),
+            },
+            report_error: c.report_error.is_none_or(|f| f.0),
+        })
     }
 }
 
@@ -972,10 +1015,13 @@ mod tests {
     #[test]
     fn report_error_off_hides_the_details() {
         use turnpike_config::units::Flag;
-        let quiet = JsonProtection::compile(&JsonProtectionPolicy {
-            report_error: Some(Flag(false)),
-            ..Default::default()
-        })
+        let quiet = JsonProtection::compile(
+            JsonProtectionSettings {
+                report_error: Some(Flag(false)),
+                ..Default::default()
+            },
+            &crate::testutil::plain(),
+        )
         .unwrap();
         let mut i = quiet.body_inspector().unwrap();
         let p = i.chunk(br#"{"a":1,"a":2}"#).unwrap_err().to_json();
@@ -984,16 +1030,21 @@ mod tests {
             p.get("violation").is_none() && p.get("detail").is_none(),
             "{p}"
         );
-        let zero = JsonProtection::compile(&JsonProtectionPolicy {
-            max_depth: Some(0),
-            ..Default::default()
-        });
-        assert_eq!(zero.unwrap_err().0, "maxDepth");
+        let zero = JsonProtection::compile(
+            JsonProtectionSettings {
+                max_depth: Some(0),
+                ..Default::default()
+            },
+            &crate::testutil::plain(),
+        );
+        assert_eq!(zero.unwrap_err().key, "maxDepth");
     }
 
     #[test]
     fn inspector_stops_at_the_first_violation() {
-        let p = JsonProtection::compile(&JsonProtectionPolicy::default()).unwrap();
+        let p =
+            JsonProtection::compile(JsonProtectionSettings::default(), &crate::testutil::plain())
+                .unwrap();
         let mut i = p.body_inspector().unwrap();
         assert!(i.end().is_ok(), "an empty body passes");
         let mut i = p.body_inspector().unwrap();

@@ -5,11 +5,33 @@
 //! on as a stream, never copied.
 
 use http::{header, HeaderName, HeaderValue, Response, StatusCode};
-use turnpike_config::ReturnPolicy;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
 
+use crate::err;
 use crate::headers::{header_name, ValueTemplate};
-use crate::{err, CompileError, FlowContext};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+/// `return`: answers the request.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReturnSettings {
+    /// Status code (default 200).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Response headers; values may hold templates.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Response body; may hold templates. A preceding `static` supplies it otherwise.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// `Content-Type` of the body (default `text/plain; charset=utf-8` when there is a body).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
 
 /// The compiled `return` policy.
 #[derive(Debug)]
@@ -20,9 +42,14 @@ pub struct Return {
     content_type: Option<HeaderValue>,
 }
 
-impl Return {
+impl PolicyFactory for Return {
+    const NAME: &'static str = "return";
+    const PHASES: Phases = Phases::REQUEST;
+    const ANSWERS: bool = true;
+    type Settings = ReturnSettings;
+
     /// Compiles the policy; status, header names and templates are checked here.
-    pub fn compile(c: &ReturnPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: ReturnSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         let status = match c.status {
             None => StatusCode::OK,
             Some(s) => StatusCode::from_u16(s)
@@ -37,7 +64,7 @@ impl Return {
         };
         let mut headers = Vec::new();
         for (k, v) in &c.headers {
-            let name = header_name(k).map_err(|(_, m)| err(&format!("headers.{k}"), m))?;
+            let name = header_name(k).map_err(|e| err(&format!("headers.{k}"), e.message))?;
             let value =
                 ValueTemplate::compile(v, ctx).map_err(|m| err(&format!("headers.{k}"), m))?;
             headers.push((name, value));
@@ -119,7 +146,7 @@ mod tests {
     ) -> Result<Return, CompileError> {
         let scope = TemplateScope::default();
         Return::compile(
-            &ReturnPolicy {
+            ReturnSettings {
                 status,
                 headers: BTreeMap::from([("X-M".to_string(), "${method}".to_string())]),
                 body: body.map(str::to_owned),
@@ -169,8 +196,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_status() {
-        assert_eq!(compile(Some(99), None, None).unwrap_err().0, "status");
-        assert_eq!(compile(Some(600), None, None).unwrap_err().0, "status");
-        assert_eq!(compile(Some(101), None, None).unwrap_err().0, "status");
+        assert_eq!(compile(Some(99), None, None).unwrap_err().key, "status");
+        assert_eq!(compile(Some(600), None, None).unwrap_err().key, "status");
+        assert_eq!(compile(Some(101), None, None).unwrap_err().key, "status");
     }
 }

@@ -3,36 +3,36 @@
 
 use http::uri::PathAndQuery;
 use regex::Regex;
-use turnpike_config::RewriterPolicy;
 use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
-use crate::{err, CompileError};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+/// `rewriter`: regex path rewriting.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RewriterSettings {
+    /// Rules tried in order; the first whose `from` matches the path rewrites it.
+    pub mappings: Vec<RewriteMapping>,
+}
+
+/// One rewrite rule.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RewriteMapping {
+    /// Regular expression matched against the path.
+    pub from: String,
+    /// Replacement; `$1`, `${name}` refer to groups. The query string is kept.
+    pub to: String,
+}
 
 /// The compiled policy.
 pub struct Rewriter {
     rules: Vec<(Regex, String)>,
-}
-
-impl Rewriter {
-    /// Compiles the rules; a bad expression or a reference to a missing group is an error.
-    pub fn compile(c: &RewriterPolicy) -> Result<Self, CompileError> {
-        if c.mappings.is_empty() {
-            return Err(err("mappings", "give at least one mapping"));
-        }
-        let mut rules = Vec::new();
-        for (i, m) in c.mappings.iter().enumerate() {
-            let re = Regex::new(&m.from).map_err(|e| {
-                err(
-                    &format!("mappings[{i}].from"),
-                    format!("invalid regular expression: {e}"),
-                )
-            })?;
-            check_refs(&re, &m.to).map_err(|msg| err(&format!("mappings[{i}].to"), msg))?;
-            rules.push((re, m.to.clone()));
-        }
-        Ok(Rewriter { rules })
-    }
 }
 
 fn check_refs(re: &Regex, to: &str) -> Result<(), String> {
@@ -71,6 +71,31 @@ fn check_refs(re: &Regex, to: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+impl PolicyFactory for Rewriter {
+    const NAME: &'static str = "rewriter";
+    const PHASES: Phases = Phases::REQUEST;
+    type Settings = RewriterSettings;
+
+    /// Compiles the rules; a bad expression or a reference to a missing group is an error.
+    fn compile(c: RewriterSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        if c.mappings.is_empty() {
+            return Err(err("mappings", "give at least one mapping"));
+        }
+        let mut rules = Vec::new();
+        for (i, m) in c.mappings.iter().enumerate() {
+            let re = Regex::new(&m.from).map_err(|e| {
+                err(
+                    &format!("mappings[{i}].from"),
+                    format!("invalid regular expression: {e}"),
+                )
+            })?;
+            check_refs(&re, &m.to).map_err(|msg| err(&format!("mappings[{i}].to"), msg))?;
+            rules.push((re, m.to.clone()));
+        }
+        Ok(Rewriter { rules })
+    }
 }
 
 impl Policy for Rewriter {

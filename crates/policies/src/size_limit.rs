@@ -2,20 +2,39 @@
 //! `Content-Length` at once and counted while streaming bodies of unknown length.
 
 use http::header;
-use turnpike_config::RequestSizeLimitPolicy;
 use turnpike_core::problems;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 
-use crate::{err, CompileError};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::ByteSize;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+/// `requestSizeLimit`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequestSizeLimitSettings {
+    /// Largest request body accepted; larger gets 413.
+    pub max_size: ByteSize,
+}
 
 /// The compiled policy.
 pub struct RequestSizeLimit {
     max: u64,
 }
 
-impl RequestSizeLimit {
+impl PolicyFactory for RequestSizeLimit {
+    const NAME: &'static str = "requestSizeLimit";
+    const PHASES: Phases = Phases::REQUEST;
+    type Settings = RequestSizeLimitSettings;
+
     /// Compiles the policy.
-    pub fn compile(c: &RequestSizeLimitPolicy) -> Result<Self, CompileError> {
+    fn compile(
+        c: RequestSizeLimitSettings,
+        _ctx: &CompileContext<'_>,
+    ) -> Result<Self, CompileError> {
         if c.max_size.0 == 0 {
             return Err(err("maxSize", "must be larger than zero"));
         }

@@ -2,10 +2,24 @@
 //! phase (a following `return` then answers with it), the response's in the response phase.
 
 use http::{header, HeaderMap, HeaderValue};
-use turnpike_config::StaticPolicy;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
 
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+/// `static`: sets the response body.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticSettings {
+    /// The body; may hold templates.
+    pub src: String,
+    /// `Content-Type` of the body (default `text/plain; charset=utf-8`).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
 
 /// The compiled `static` policy.
 #[derive(Debug)]
@@ -14,9 +28,12 @@ pub struct Static {
     content_type: HeaderValue,
 }
 
-impl Static {
+impl PolicyFactory for Static {
+    const NAME: &'static str = "static";
+    type Settings = StaticSettings;
+
     /// Compiles the policy; `src` may hold templates.
-    pub fn compile(c: &StaticPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: StaticSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(Static {
             src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
             content_type: match &c.content_type {
@@ -26,7 +43,9 @@ impl Static {
             },
         })
     }
+}
 
+impl Static {
     fn set_type(&self, h: &mut HeaderMap) {
         h.remove(header::CONTENT_LENGTH);
         h.remove(header::TRANSFER_ENCODING);

@@ -26,6 +26,3 @@ pub use publish::WsdlPublisher;
 pub use rest::Wsdl2OpenApi;
 pub use validator::WsdlValidator;
 pub use wsdl::{SoapVersion, Wsdl};
-
-/// A compile error: the key below the policy (empty for the policy itself) and the message.
-pub type CompileError = (String, String);

@@ -8,12 +8,14 @@ use std::borrow::Cow;
 use http::{header, HeaderValue, StatusCode};
 use quick_xml::events::Event;
 use quick_xml::Reader;
-use turnpike_config::XmlProtectionPolicy;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::{ByteSize, Flag};
 use turnpike_core::problems;
 use turnpike_core::{Body, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
 use crate::quick::scan::{is_space, name_bytes};
-use crate::CompileError;
 
 /// The limits `xmlProtection` enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -373,6 +375,31 @@ fn check_events<'a>(input: &'a [u8], limits: &Limits) -> Result<Cow<'a, [u8]>, V
     })
 }
 
+/// `xmlProtection`: checks XML bodies in one streaming pass; entities are never expanded.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct XmlProtectionSettings {
+    /// Most attributes (namespace declarations included) on one element (default 1000).
+    #[serde(default)]
+    pub max_attribute_count: Option<u64>,
+    /// Longest element name, prefix included, in bytes (default 1000).
+    #[serde(default)]
+    pub max_element_name_length: Option<u64>,
+    /// Deepest element nesting (default 512).
+    #[serde(default)]
+    pub max_depth: Option<u64>,
+    /// Largest message (default: the gateway's `limits.maxBodySize`); larger → 413.
+    #[serde(default)]
+    pub max_size: Option<ByteSize>,
+    /// Longest run of character data in an element (default: no limit beyond `maxSize`).
+    #[serde(default)]
+    pub max_text_length: Option<ByteSize>,
+    /// Remove a document type declaration from the message (default true); `false` rejects
+    /// messages that carry one.
+    #[serde(default, rename = "removeDTD")]
+    pub remove_dtd: Option<Flag>,
+}
+
 /// The compiled `xmlProtection` policy.
 #[derive(Debug)]
 pub struct XmlProtection {
@@ -380,12 +407,23 @@ pub struct XmlProtection {
 }
 
 impl XmlProtection {
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
+impl PolicyFactory for XmlProtection {
+    const NAME: &'static str = "xmlProtection";
+    const PHASES: Phases = Phases::REQUEST;
+    type Settings = XmlProtectionSettings;
+
     /// Compiles the policy from its settings.
-    pub fn compile(c: &XmlProtectionPolicy) -> Result<Self, CompileError> {
+    fn compile(c: XmlProtectionSettings, _: &CompileContext<'_>) -> Result<Self, CompileError> {
         let d = Limits::default();
         let positive = |v: Option<u64>, key: &str| -> Result<Option<u64>, CompileError> {
             match v {
-                Some(0) => Err((key.to_owned(), "must be at least 1".to_owned())),
+                Some(0) => Err(CompileError::new(key, "must be at least 1")),
                 v => Ok(v),
             }
         };
@@ -404,11 +442,6 @@ impl XmlProtection {
                 remove_dtd: c.remove_dtd.is_none_or(|f| f.0),
             },
         })
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
     }
 }
 
@@ -562,15 +595,22 @@ mod tests {
 
     #[test]
     fn the_size_limit_stops_reading_early() {
-        let p = XmlProtection::compile(&XmlProtectionPolicy {
-            max_size: Some(turnpike_config::units::ByteSize(10)),
-            ..Default::default()
-        })
+        let p = XmlProtection::compile(
+            XmlProtectionSettings {
+                max_size: Some(turnpike_config::units::ByteSize(10)),
+                ..Default::default()
+            },
+            &turnpike_core::CompileContext::standalone(),
+        )
         .unwrap();
         let mut i = p.body_inspector().unwrap();
         i.chunk(b"<a>12").unwrap();
         assert_eq!(i.chunk(b"345678</a>").unwrap_err().status, 413);
-        let unlimited = XmlProtection::compile(&XmlProtectionPolicy::default()).unwrap();
+        let unlimited = XmlProtection::compile(
+            XmlProtectionSettings::default(),
+            &turnpike_core::CompileContext::standalone(),
+        )
+        .unwrap();
         assert!(unlimited.body_inspector().is_none());
     }
 

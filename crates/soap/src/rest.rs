@@ -22,17 +22,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{header, HeaderValue, Method, Response, StatusCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use turnpike_config::Wsdl2OpenApiPolicy;
 use turnpike_core::exchange::FixedEndpoint;
 use turnpike_core::problems;
 use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Policy, Problem};
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
+use crate::fetch::Location;
 use crate::publish::address_path;
 use crate::wsdl::{SoapVersion, Wsdl};
 use crate::xml::{self, escape_into, Element};
 use crate::xsd::{Builder, Kind, Model, Particle, Scalar, Type};
-use crate::CompileError;
 
 pub(crate) const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";
 
@@ -106,6 +108,37 @@ struct Called {
 
 static NEXT_POLICY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// `wsdl2openapi`: offers the operations of a WSDL as a REST/JSON API and talks SOAP to the
+/// target.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Wsdl2OpenApiSettings {
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
+    pub wsdl: String,
+    /// Which service of the WSDL to offer, when it has several.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Which port of the service to use, when it has several (default: the first SOAP port).
+    #[serde(default)]
+    pub port_name: Option<String>,
+    /// Per-operation REST mapping (default: `POST <api path>/<operation in kebab-case>`).
+    #[serde(default)]
+    pub operations: BTreeMap<String, RestOperation>,
+}
+
+/// How one WSDL operation is offered over REST.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestOperation {
+    /// HTTP method (default POST).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Path below the API's path; `{name}` segments fill the request element's child `name`
+    /// (default `/<operation in kebab-case>`). Query parameters fill children of the same name.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
 /// The compiled `wsdl2openapi` policy.
 #[derive(Debug)]
 pub struct Wsdl2OpenApi {
@@ -123,10 +156,24 @@ pub struct Wsdl2OpenApi {
     openapi: Bytes,
 }
 
+impl PolicyFactory for Wsdl2OpenApi {
+    const NAME: &'static str = "wsdl2openapi";
+    const PHASES: Phases = Phases::BOTH;
+    const TOP_LEVEL_ONLY: bool = true;
+    type Settings = Wsdl2OpenApiSettings;
+
+    /// Loads the WSDL and compiles the policy below the API's path prefix.
+    fn compile(c: Wsdl2OpenApiSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let wsdl = Wsdl::load(&Location::from_config(&c.wsdl, ctx.base_dir))
+            .map_err(|m| CompileError::new("wsdl", m))?;
+        Wsdl2OpenApi::from_wsdl(&c, Arc::new(wsdl), ctx.path_prefix)
+    }
+}
+
 impl Wsdl2OpenApi {
     /// Compiles the policy for `wsdl`; `api_prefix` is the API's path prefix (`""` for all).
-    pub fn compile(
-        c: &Wsdl2OpenApiPolicy,
+    pub fn from_wsdl(
+        c: &Wsdl2OpenApiSettings,
         wsdl: Arc<Wsdl>,
         api_prefix: &str,
     ) -> Result<Self, CompileError> {
@@ -138,11 +185,11 @@ impl Wsdl2OpenApi {
                 } else {
                     "wsdl"
                 };
-                (key.to_owned(), m)
+                CompileError::new(key, m)
             })?;
         for name in c.operations.keys() {
             if !port.operations.iter().any(|o| &o.name == name) {
-                return Err((
+                return Err(CompileError::new(
                     format!("operations.{name}"),
                     format!(
                         "the WSDL has no operation `{name}` (it has: {})",
@@ -162,12 +209,20 @@ impl Wsdl2OpenApi {
             let mapping = c.operations.get(&op.name);
             let method = match mapping.and_then(|m| m.method.as_deref()) {
                 None => Method::POST,
-                Some(m) => Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
-                    .map_err(|_| (key("method"), format!("`{m}` is not an HTTP method")))?,
+                Some(m) => {
+                    Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes()).map_err(|_| {
+                        CompileError::new(key("method"), format!("`{m}` is not an HTTP method"))
+                    })?
+                }
             };
             let path = match mapping.and_then(|m| m.path.clone()) {
                 Some(p) if p.starts_with('/') => p,
-                Some(p) => return Err((key("path"), format!("`{p}` must start with `/`"))),
+                Some(p) => {
+                    return Err(CompileError::new(
+                        key("path"),
+                        format!("`{p}` must start with `/`"),
+                    ))
+                }
                 None => format!("/{}", kebab_case(&op.name)),
             };
             let segments = path
@@ -193,15 +248,15 @@ impl Wsdl2OpenApi {
                     }
                 };
             let input = particle(&mut builder, false)
-                .map_err(|m| ("wsdl".to_owned(), format!("operation `{}`: {m}", op.name)))?
+                .map_err(|m| CompileError::new("wsdl", format!("operation `{}`: {m}", op.name)))?
                 .ok_or_else(|| {
-                    (
-                        "wsdl".to_owned(),
+                    CompileError::new(
+                        "wsdl",
                         format!("operation `{}` has no request message", op.name),
                     )
                 })?;
             let output = particle(&mut builder, true)
-                .map_err(|m| ("wsdl".to_owned(), format!("operation `{}`: {m}", op.name)))?;
+                .map_err(|m| CompileError::new("wsdl", format!("operation `{}`: {m}", op.name)))?;
             ops.push(RestOp {
                 name: op.name.clone(),
                 method,
@@ -1298,7 +1353,7 @@ mod tests {
 
     fn compile(name: &str, prefix: &str) -> Wsdl2OpenApi {
         let w = Wsdl::load(&crate::wsdl::tests::shared(name)).unwrap();
-        Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), prefix).unwrap()
+        Wsdl2OpenApi::from_wsdl(&Wsdl2OpenApiSettings::default(), Arc::new(w), prefix).unwrap()
     }
 
     #[test]
@@ -1451,7 +1506,7 @@ mod tests {
         let path = dir.path().join("calc.wsdl");
         std::fs::write(&path, wsdl).unwrap();
         let w = Arc::new(Wsdl::load(&Location::File(path)).unwrap());
-        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), w, "").unwrap();
+        let p = Wsdl2OpenApi::from_wsdl(&Wsdl2OpenApiSettings::default(), w, "").unwrap();
         let (i, _) = p.find(&Method::POST, "/add-numbers").unwrap();
         assert_eq!(p.ops[i].soap_action, "urn:add");
         let x = p
@@ -1482,7 +1537,7 @@ mod tests {
         let path = dir.path().join("any.wsdl");
         std::fs::write(&path, wsdl).unwrap();
         let w = Arc::new(Wsdl::load(&Location::File(path)).unwrap());
-        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), w, "").unwrap();
+        let p = Wsdl2OpenApi::from_wsdl(&Wsdl2OpenApiSettings::default(), w, "").unwrap();
         let x = p
             .request_xml(
                 &p.ops[0],
@@ -1502,7 +1557,7 @@ mod tests {
         let bench =
             |name: &str| format!("{}/../../bench/configs/{name}", env!("CARGO_MANIFEST_DIR"));
         let w = Wsdl::load(&Location::File(bench("person-service.wsdl").into())).unwrap();
-        let p = Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), "").unwrap();
+        let p = Wsdl2OpenApi::from_wsdl(&Wsdl2OpenApiSettings::default(), Arc::new(w), "").unwrap();
         let lua = std::fs::read_to_string(bench("rest2soap.lua")).unwrap();
         let body = lua
             .lines()
@@ -1617,7 +1672,7 @@ mod tests {
             let p = if name == "person" {
                 let bench = format!("{}/../../bench/configs/person-service.wsdl", env!("CARGO_MANIFEST_DIR"));
                 let w = Wsdl::load(&Location::File(bench.into())).unwrap();
-                Wsdl2OpenApi::compile(&Wsdl2OpenApiPolicy::default(), Arc::new(w), "").unwrap()
+                Wsdl2OpenApi::from_wsdl(&Wsdl2OpenApiSettings::default(), Arc::new(w), "").unwrap()
             } else {
                 compile(name, "")
             };

@@ -10,7 +10,11 @@ use std::sync::{Arc, LazyLock};
 
 use libxml::parser::{Parser, ParserOptions};
 use libxml::tree::{Document, Node};
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{
+    BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory,
+};
 
 use crate::fault::{fault_response, FaultCode};
 use crate::quick::Fast;
@@ -19,6 +23,20 @@ use crate::wsdl::{QName, SoapVersion, Wsdl};
 
 /// The fault string of every validation failure.
 pub const FAILURE: &str = "WSDL message validation failed";
+
+/// `validator`: validates messages. Today: SOAP messages against a WSDL.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ValidatorSettings {
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
+    /// Inside a `soapProxy`, defaults to the proxy's WSDL.
+    #[serde(default)]
+    pub wsdl: Option<String>,
+    /// Which service of the WSDL to validate against, when it has several (default: all
+    /// operations of all its SOAP bindings).
+    #[serde(default)]
+    pub service_name: Option<String>,
+}
 
 /// The compiled validator.
 #[derive(Debug)]
@@ -322,6 +340,30 @@ fn has_doctype(hay: &[u8]) -> bool {
     static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
         LazyLock::new(|| memchr::memmem::Finder::new(b"<!DOCTYPE"));
     FINDER.find(hay).is_some()
+}
+
+impl PolicyFactory for WsdlValidator {
+    const NAME: &'static str = "validator";
+    type Settings = ValidatorSettings;
+
+    /// Loads the WSDL (`wsdl:`, or inside a `soapProxy` the proxy's) and compiles its schemas.
+    fn compile(c: ValidatorSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let wsdl = match (&c.wsdl, ctx.get::<Arc<Wsdl>>()) {
+            (Some(w), _) => Arc::new(
+                Wsdl::load(&crate::fetch::Location::from_config(w, ctx.base_dir))
+                    .map_err(|m| CompileError::new("wsdl", m))?,
+            ),
+            (None, Some(w)) => Arc::clone(w),
+            (None, None) => {
+                return Err(CompileError::new(
+                    "",
+                    "`validator` needs `wsdl:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
+                ))
+            }
+        };
+        WsdlValidator::new(wsdl, c.service_name.as_deref())
+            .map_err(|m| CompileError::new("serviceName", m))
+    }
 }
 
 impl WsdlValidator {

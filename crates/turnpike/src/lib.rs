@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use turnpike_compile::{compile, load_and_compile};
+pub use turnpike_compile::{compile, json_schema, load_and_compile};
 pub use turnpike_engine::{ApplyError, Compiled, Gateway};
 
 /// The compile stage as the engine's control plane calls it: loads the files and folders,

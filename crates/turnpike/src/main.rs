@@ -46,8 +46,7 @@ fn main() -> ExitCode {
         Command::Schema => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&turnpike_config::schema::json_schema())
-                    .unwrap_or_default()
+                serde_json::to_string_pretty(&turnpike::json_schema()).unwrap_or_default()
             );
             ExitCode::SUCCESS
         }

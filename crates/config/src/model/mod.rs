@@ -2,31 +2,26 @@
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
 //! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `flow.rs` (the basic flow policies), `auth.rs` (authentication, consumers), `traffic.rs`
-//! (rate limits, CORS, IP rules, rewriting), `tls.rs` (TLS settings), `openapi.rs`
-//! (`api.openapi`), `json.rs` (`jsonProtection`, expression languages), `soap.rs` (SOAP and
-//! XML). New policies add their settings in a file of their own
-//! and one variant to [`PolicyConfig`].
+//! `consumer.rs` (consumers and their credentials), `tls.rs` (TLS settings), `openapi.rs`
+//! (`api.openapi`), `soap.rs` (the `soapProxy:` document). A policy's settings are not here:
+//! each policy module holds its own settings type, and a flow holds each policy as its name and
+//! raw settings ([`PolicyConfig`]) until the compile stage checks them.
 
 mod api;
-mod auth;
-mod flow;
+mod consumer;
 mod gateway;
-mod json;
 mod openapi;
 mod soap;
 mod tls;
-mod traffic;
 
 pub use api::*;
-pub use auth::*;
-pub use flow::*;
+pub use consumer::*;
 pub use gateway::*;
-pub use json::*;
 pub use openapi::*;
 pub use soap::*;
 pub use tls::*;
-pub use traffic::*;
+
+use std::borrow::Cow;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -49,70 +44,52 @@ pub enum Document {
     SoapProxy(Box<SoapProxyConfig>),
 }
 
-/// One policy of a flow: a map with exactly one key, the policy's name.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum PolicyConfig {
-    /// Answer the request without a backend.
-    Return(ReturnPolicy),
-    /// Set the response body (used with `return`, or in the response flow).
-    Static(StaticPolicy),
-    /// Policies run only on the request.
-    Request(Vec<PolicyConfig>),
-    /// Policies run only on the response.
-    Response(Vec<PolicyConfig>),
-    /// Set a header (request or response, depending on where the policy stands).
-    SetHeader(SetHeaderPolicy),
-    /// Remove a header (request or response, depending on where the policy stands).
-    RemoveHeader(RemoveHeaderPolicy),
-    /// HTTP Basic authentication.
-    BasicAuthentication(BasicAuthPolicy),
-    /// API key authentication.
-    ApiKey(ApiKeyPolicy),
-    /// JWT bearer token authentication.
-    JwtAuth(JwtAuthPolicy),
-    /// Rate limiting.
-    RateLimiter(RateLimiterPolicy),
-    /// CORS (answers preflight requests itself).
-    Cors(CorsPolicy),
-    /// IP allow and deny lists.
-    AccessControl(AccessControlPolicy),
-    /// Regex path rewriting.
-    Rewriter(RewriterPolicy),
-    /// Request body size limit.
-    RequestSizeLimit(RequestSizeLimitPolicy),
-    /// Reject JSON request bodies that are invalid or exceed size, depth and count limits.
-    JsonProtection(JsonProtectionPolicy),
-    /// Check XML bodies against size, depth and name limits; never expand entities.
-    XmlProtection(XmlProtectionPolicy),
-    /// Validate messages (SOAP requests and responses against a WSDL).
-    Validator(ValidatorPolicy),
-    /// Offer a WSDL's operations as a REST/JSON API and talk SOAP to the target.
-    Wsdl2openapi(Wsdl2OpenApiPolicy),
+/// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the
+/// policy's settings. The settings are checked against the policy's own settings type when the
+/// flow is compiled (`turnpike_policies::registry` lists the policies).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// The policy's name as written (`setHeader`).
+    pub name: String,
+    /// Its settings, as written.
+    pub settings: serde_json::Value,
 }
 
 impl PolicyConfig {
     /// The policy's name as written in YAML.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::Return(_) => "return",
-            PolicyConfig::Static(_) => "static",
-            PolicyConfig::Request(_) => "request",
-            PolicyConfig::Response(_) => "response",
-            PolicyConfig::SetHeader(_) => "setHeader",
-            PolicyConfig::RemoveHeader(_) => "removeHeader",
-            PolicyConfig::BasicAuthentication(_) => "basicAuthentication",
-            PolicyConfig::ApiKey(_) => "apiKey",
-            PolicyConfig::JwtAuth(_) => "jwtAuth",
-            PolicyConfig::RateLimiter(_) => "rateLimiter",
-            PolicyConfig::Cors(_) => "cors",
-            PolicyConfig::AccessControl(_) => "accessControl",
-            PolicyConfig::Rewriter(_) => "rewriter",
-            PolicyConfig::RequestSizeLimit(_) => "requestSizeLimit",
-            PolicyConfig::JsonProtection(_) => "jsonProtection",
-            PolicyConfig::XmlProtection(_) => "xmlProtection",
-            PolicyConfig::Validator(_) => "validator",
-            PolicyConfig::Wsdl2openapi(_) => "wsdl2openapi",
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a map with exactly one key (the name of the policy)")
+        })?;
+        let mut entries = map.into_iter();
+        match (entries.next(), entries.next()) {
+            (Some((name, settings)), None) => Ok(PolicyConfig { name, settings }),
+            _ => Err(serde::de::Error::custom(
+                "expected a map with exactly one key (the name of the policy)",
+            )),
         }
+    }
+}
+
+impl JsonSchema for PolicyConfig {
+    fn schema_name() -> Cow<'static, str> {
+        "PolicyConfig".into()
+    }
+
+    /// A placeholder: the full schema (`turnpike schema`) replaces it with one alternative per
+    /// registered policy.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "One policy: a map with exactly one key, the policy's name.",
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": 1
+        })
     }
 }

@@ -5,13 +5,79 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::HeaderName;
-use turnpike_config::{ApiKeyExtractor, ApiKeyPolicy, ApiKeyStore, SimpleKey};
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
 
 use super::{admit, forbidden, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use super::AllowList;
+
+/// `apiKey`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiKeySettings {
+    /// Where valid keys come from.
+    pub stores: Vec<ApiKeyStore>,
+    /// Where keys are read from in the request (default: header `X-Api-Key`).
+    #[serde(default)]
+    pub extractors: Vec<ApiKeyExtractor>,
+    /// Restrict access to these consumers or groups.
+    #[serde(default)]
+    pub allow: Option<AllowList>,
+    /// Require every one of these scopes.
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+}
+
+/// A store of API keys.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiKeyStore {
+    /// Keys listed here.
+    Simple(Vec<SimpleKey>),
+    /// The `apiKey` credentials of `consumer:` documents (`consumers: {}`).
+    Consumers(EmptyMap),
+}
+
+/// An empty map (`{}`), for settings that are switched on by being present.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyMap {}
+
+/// A key in a `simple` store.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SimpleKey {
+    /// A secret.
+    Secret(Secret),
+}
+
+/// An API key with its scopes.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Secret {
+    /// The key.
+    pub value: String,
+    /// Scopes granted with it.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// Where an API key is read from.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiKeyExtractor {
+    /// A request header.
+    Header(String),
+    /// A query parameter.
+    Query(String),
+}
 
 enum Extractor {
     Header(HeaderName),
@@ -27,11 +93,16 @@ pub struct ApiKey {
     required_scopes: Vec<String>,
 }
 
-impl ApiKey {
+impl PolicyFactory for ApiKey {
+    const NAME: &'static str = "apiKey";
+    const AUTHENTICATES: bool = true;
+    type Settings = ApiKeySettings;
+
     /// Compiles the policy.
-    pub fn compile(c: &ApiKeyPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: ApiKeySettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let all = crate::consumers::shared(ctx);
         let mut keys = HashMap::new();
-        let mut consumers = None;
+        let mut from_consumers = None;
         if c.stores.is_empty() {
             return Err(err("stores", "at least one store is needed"));
         }
@@ -48,7 +119,7 @@ impl ApiKey {
                         keys.insert(s.value.clone(), s.scopes.clone());
                     }
                 }
-                ApiKeyStore::Consumers(_) => consumers = Some(ctx.consumers.clone()),
+                ApiKeyStore::Consumers(_) => from_consumers = Some(all.clone()),
             }
         }
         let extractors = if c.extractors.is_empty() {
@@ -74,18 +145,20 @@ impl ApiKey {
                 .collect::<Result<_, _>>()?
         };
         let allow = match &c.allow {
-            Some(a) => Allow::compile(a, ctx.consumers).map_err(|m| err("allow", m))?,
+            Some(a) => Allow::compile(a, &all).map_err(|m| err("allow", m))?,
             None => None,
         };
         Ok(ApiKey {
             keys,
-            consumers,
+            consumers: from_consumers,
             extractors,
             allow,
             required_scopes: c.required_scopes.clone(),
         })
     }
+}
 
+impl ApiKey {
     fn extract(&self, ex: &Exchange) -> Option<String> {
         self.extractors.iter().find_map(|e| match e {
             Extractor::Header(h) => ex

@@ -7,14 +7,50 @@ use std::sync::Arc;
 
 use base64::{DecodeSliceError, Engine};
 use http::HeaderValue;
-use turnpike_config::BasicAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
 
 use super::password::PasswordCheck;
 use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::Flag;
+use turnpike_config::BasicUser;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use super::AllowList;
+
+/// `basicAuthentication`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BasicAuthSettings {
+    /// Users listed here.
+    #[serde(default)]
+    pub users: Vec<BasicUser>,
+    /// Users read from an htpasswd file (bcrypt, SHA-crypt or `{SHA}` lines).
+    #[serde(default)]
+    pub htpasswd_file_provider: Option<FileLocation>,
+    /// Also accept the `basic` credentials of `consumer:` documents (default true).
+    #[serde(default)]
+    pub consumers: Option<Flag>,
+    /// Realm in `WWW-Authenticate` (default `turnpike`).
+    #[serde(default)]
+    pub realm: Option<String>,
+    /// Restrict access to these consumers or groups.
+    #[serde(default)]
+    pub allow: Option<AllowList>,
+}
+
+/// A file path, relative to the config file.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileLocation {
+    /// The path.
+    pub location: String,
+}
 
 /// The compiled policy.
 pub struct BasicAuth {
@@ -23,52 +59,6 @@ pub struct BasicAuth {
     challenge: HeaderValue,
     allow: Option<Allow>,
     htpasswd: Option<std::path::PathBuf>,
-}
-
-impl BasicAuth {
-    /// Compiles the policy: reads the htpasswd file and checks every hash format.
-    pub fn compile(c: &BasicAuthPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
-        let mut users = HashMap::new();
-        for (i, u) in c.users.iter().enumerate() {
-            let check = PasswordCheck::new(&u.password)
-                .map_err(|m| err(&format!("users[{i}].password"), m))?;
-            if users.insert(u.username.clone(), check).is_some() {
-                return Err(err(
-                    &format!("users[{i}].username"),
-                    format!("user `{}` is listed twice", u.username),
-                ));
-            }
-        }
-        let htpasswd = c
-            .htpasswd_file_provider
-            .as_ref()
-            .map(|f| ctx.base_dir.join(&f.location));
-        if let Some(path) = &htpasswd {
-            read_htpasswd(path, &mut users).map_err(|m| err("htpasswdFileProvider.location", m))?;
-        }
-        let use_consumers = c.consumers.is_none_or(|f| f.0);
-        if users.is_empty() && (!use_consumers || ctx.consumers.is_empty()) {
-            return Err(err("", "no users: list `users`, give an `htpasswdFileProvider`, or define consumers with `basic` credentials"));
-        }
-        let realm = c.realm.as_deref().unwrap_or("turnpike");
-        if realm.contains('"') {
-            return Err(err("realm", "must not contain `\"`"));
-        }
-        let challenge =
-            HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
-                .map_err(|_| err("realm", "not a valid header value"))?;
-        let allow = match &c.allow {
-            Some(a) => Allow::compile(a, ctx.consumers).map_err(|m| err("allow", m))?,
-            None => None,
-        };
-        Ok(BasicAuth {
-            users,
-            consumers: use_consumers.then(|| ctx.consumers.clone()),
-            challenge,
-            allow,
-            htpasswd,
-        })
-    }
 }
 
 fn read_htpasswd(path: &Path, users: &mut HashMap<String, PasswordCheck>) -> Result<(), String> {
@@ -110,6 +100,57 @@ fn with_basic_credentials<R>(ex: &Exchange, f: impl FnOnce(&str, &str) -> R) -> 
     };
     let (user, password) = std::str::from_utf8(decoded).ok()?.split_once(':')?;
     Some(f(user, password))
+}
+
+impl PolicyFactory for BasicAuth {
+    const NAME: &'static str = "basicAuthentication";
+    const AUTHENTICATES: bool = true;
+    type Settings = BasicAuthSettings;
+
+    /// Compiles the policy: reads the htpasswd file and checks every hash format.
+    fn compile(c: BasicAuthSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let consumers = crate::consumers::shared(ctx);
+        let mut users = HashMap::new();
+        for (i, u) in c.users.iter().enumerate() {
+            let check = PasswordCheck::new(&u.password)
+                .map_err(|m| err(&format!("users[{i}].password"), m))?;
+            if users.insert(u.username.clone(), check).is_some() {
+                return Err(err(
+                    &format!("users[{i}].username"),
+                    format!("user `{}` is listed twice", u.username),
+                ));
+            }
+        }
+        let htpasswd = c
+            .htpasswd_file_provider
+            .as_ref()
+            .map(|f| ctx.base_dir.join(&f.location));
+        if let Some(path) = &htpasswd {
+            read_htpasswd(path, &mut users).map_err(|m| err("htpasswdFileProvider.location", m))?;
+        }
+        let use_consumers = c.consumers.is_none_or(|f| f.0);
+        if users.is_empty() && (!use_consumers || consumers.is_empty()) {
+            return Err(err("", "no users: list `users`, give an `htpasswdFileProvider`, or define consumers with `basic` credentials"));
+        }
+        let realm = c.realm.as_deref().unwrap_or("turnpike");
+        if realm.contains('"') {
+            return Err(err("realm", "must not contain `\"`"));
+        }
+        let challenge =
+            HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
+                .map_err(|_| err("realm", "not a valid header value"))?;
+        let allow = match &c.allow {
+            Some(a) => Allow::compile(a, &consumers).map_err(|m| err("allow", m))?,
+            None => None,
+        };
+        Ok(BasicAuth {
+            users,
+            consumers: use_consumers.then(|| consumers.clone()),
+            challenge,
+            allow,
+            htpasswd,
+        })
+    }
 }
 
 impl BasicAuth {

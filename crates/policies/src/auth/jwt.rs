@@ -17,13 +17,60 @@ use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use turnpike_config::fetch::{http_get_text, Wanted};
-use turnpike_config::JwtAuthPolicy;
 use turnpike_core::exchange::Identity;
 use turnpike_core::{Exchange, Outcome, Policy};
 
 use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use super::AllowList;
+
+/// `jwtAuth`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JwtAuthSettings {
+    /// Key sets: files (`location`) or URLs (`url`, fetched in the background).
+    pub jwks: Vec<JwksSource>,
+    /// Required `aud` (one of the token's audiences must equal it).
+    #[serde(default)]
+    pub expected_aud: Option<String>,
+    /// Required `iss`.
+    #[serde(default)]
+    pub expected_iss: Option<String>,
+    /// Accepted algorithms (default: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384,
+    /// EdDSA). `none` is never accepted; HS* only when listed.
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    /// Clock skew allowed for `exp` and `nbf` (default 60s).
+    #[serde(default)]
+    pub leeway: Option<turnpike_config::units::Duration>,
+    /// Restrict access to these consumers or groups (consumers are matched by `sub`).
+    #[serde(default)]
+    pub allow: Option<AllowList>,
+    /// Require every one of these scopes (from `scope` or `scp`).
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+}
+
+/// A JSON Web Key Set source.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JwksSource {
+    /// A JWKS file, relative to the config file.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// A JWKS URL, fetched at load and refreshed in the background.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How often a URL is fetched again (default 10m).
+    #[serde(default)]
+    pub refresh: Option<turnpike_config::units::Duration>,
+}
 
 struct Key {
     kid: Option<String>,
@@ -118,9 +165,14 @@ fn spawn_refresher(url: String, slot: &KeySlot, every: Duration) -> Result<Refre
     })
 }
 
-impl JwtAuth {
+impl PolicyFactory for JwtAuth {
+    const NAME: &'static str = "jwtAuth";
+    const AUTHENTICATES: bool = true;
+    type Settings = JwtAuthSettings;
+
     /// Compiles the policy: reads key files, fetches key URLs once, starts their refreshers.
-    pub fn compile(c: &JwtAuthPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: JwtAuthSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let consumers = crate::consumers::shared(ctx);
         let algs: Vec<Algorithm> = if c.algorithms.is_empty() {
             DEFAULT_ALGS.to_vec()
         } else {
@@ -205,14 +257,14 @@ impl JwtAuth {
             }
         }
         let allow = match &c.allow {
-            Some(a) => Allow::compile(a, ctx.consumers).map_err(|m| err("allow", m))?,
+            Some(a) => Allow::compile(a, &consumers).map_err(|m| err("allow", m))?,
             None => None,
         };
         Ok(JwtAuth {
             slots,
             refreshers,
             validations,
-            consumers: ctx.consumers.clone(),
+            consumers: consumers.clone(),
             allow,
             required_scopes: c.required_scopes.clone(),
             challenge: HeaderValue::from_static("Bearer"),
@@ -220,7 +272,9 @@ impl JwtAuth {
             key_files,
         })
     }
+}
 
+impl JwtAuth {
     fn ask_for_refresh(&self) {
         for r in &self.refreshers {
             let Ok(mut last) = r.last_wake.lock() else {

@@ -9,12 +9,25 @@ pub mod password;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use turnpike_config::AllowList;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use turnpike_core::exchange::Identity;
 use turnpike_core::problems;
 use turnpike_core::{Exchange, Outcome, Problem};
 
 use crate::consumers::{self, Consumer, Consumers};
+
+/// Which consumers may pass an auth policy (any authenticated caller when absent).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AllowList {
+    /// Consumer names allowed.
+    #[serde(default)]
+    pub consumers: Vec<String>,
+    /// Consumer groups allowed.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
 
 /// A compiled `allow:` list.
 #[derive(Debug, Default)]

@@ -11,13 +11,82 @@ use std::time::Instant;
 
 use http::{HeaderName, HeaderValue};
 use ipnet::IpNet;
-use turnpike_config::{ExpressionLanguage, RateAlgorithm, RateKey, RateLimiterPolicy};
 use turnpike_core::jsonpath::Message;
 use turnpike_core::problems;
 use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 
 use self::store::{Decision, Key, Store};
-use crate::{err, CompileError, FlowContext};
+use crate::err;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::{Duration, Flag};
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use crate::language::ExpressionLanguage;
+
+/// `rateLimiter`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateLimiterSettings {
+    /// Requests allowed per window (per key).
+    pub request_limit: u64,
+    /// The window, e.g. `PT1H` or `1m`.
+    pub request_limit_duration: Duration,
+    /// `fixedWindow` (default, as Membrane), `slidingWindow` or `tokenBucket`.
+    #[serde(default)]
+    pub algorithm: Option<RateAlgorithm>,
+    /// What requests are counted by: `ip` (default; `consumer` inside a consumer's flow),
+    /// `consumer`, `header` (with `header`), or `expression` (with `keyExpression`).
+    #[serde(default)]
+    pub key: Option<RateKey>,
+    /// The header counted by, with `key: header`.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// A template whose value is counted by (e.g. `${header.X-Tenant}-${path.id}`).
+    #[serde(default)]
+    pub key_expression: Option<String>,
+    /// The language of `keyExpression`'s placeholders: absent for the built-in templates,
+    /// `jsonpath` for RFC 9535 JSONPath on the JSON request body (`${$.tenant}`).
+    #[serde(default)]
+    pub language: Option<ExpressionLanguage>,
+    /// With `key: ip`: take the client from `X-Forwarded-For` when the connection comes from one
+    /// of `trustedProxies`.
+    #[serde(default)]
+    pub trust_forwarded_for: Flag,
+    /// Proxies (IPs or CIDR ranges) whose `X-Forwarded-For` is trusted.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Most keys tracked at once (default 100000); beyond, the keys closest to expiry are dropped.
+    #[serde(default)]
+    pub max_keys: Option<usize>,
+}
+
+/// Rate limiting algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RateAlgorithm {
+    /// Count per fixed window.
+    FixedWindow,
+    /// Weighted count over the current and the previous window.
+    SlidingWindow,
+    /// A bucket of `requestLimit` tokens refilled evenly over the window.
+    TokenBucket,
+}
+
+/// What a rate limiter counts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RateKey {
+    /// The client IP.
+    Ip,
+    /// The consumer identified by an auth policy.
+    Consumer,
+    /// A request header.
+    Header,
+    /// `keyExpression`.
+    Expression,
+}
 
 static LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 static REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -42,9 +111,12 @@ pub struct RateLimiter {
 #[derive(Clone, Copy)]
 struct Verdict(Decision);
 
-impl RateLimiter {
+impl PolicyFactory for RateLimiter {
+    const NAME: &'static str = "rateLimiter";
+    type Settings = RateLimiterSettings;
+
     /// Compiles the policy; `ctx.in_consumer_flow` makes `consumer` the default key.
-    pub fn compile(c: &RateLimiterPolicy, ctx: &FlowContext<'_>) -> Result<Self, CompileError> {
+    fn compile(c: RateLimiterSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         if c.request_limit == 0 {
             return Err(err("requestLimit", "must be at least 1"));
         }
@@ -131,7 +203,9 @@ impl RateLimiter {
             limit_header: HeaderValue::from(c.request_limit),
         })
     }
+}
 
+impl RateLimiter {
     fn key(&self, ex: &Exchange) -> Key {
         let ip = || Key::Ip(canonical(ex.client.ip()));
         match &self.key {

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use turnpike_config::RateAlgorithm;
+use super::RateAlgorithm;
 
 const SHARDS: usize = 16;
 

@@ -1,0 +1,166 @@
+//! Compiles a configured flow into chain steps: each policy through its registry entry, the
+//! `request:` and `response:` sub-flows that restrict the phases of what they hold, and the
+//! rules of where a policy may stand.
+
+use turnpike_config::{ConfigErrors, Located, PolicyConfig};
+use turnpike_core::chain::Step;
+use turnpike_core::settings::parse_all;
+use turnpike_core::{CompileContext, PolicyKind};
+
+use crate::registry;
+
+/// In which phases a policy of a flow runs: the top-level flow runs policies both ways (as
+/// Membrane does); `request:` and `response:` sub-flows restrict them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Request and response.
+    Both,
+    /// Request only.
+    Request,
+    /// Response only.
+    Response,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Both => "flow",
+            Direction::Request => "request",
+            Direction::Response => "response",
+        }
+    }
+
+    /// The phases a policy acting in `kind`'s phases runs in here.
+    fn phases(self, kind: &PolicyKind) -> (bool, bool) {
+        match self {
+            Direction::Both => (kind.phases.request, kind.phases.response),
+            Direction::Request => (kind.phases.request, false),
+            Direction::Response => (false, kind.phases.response),
+        }
+    }
+}
+
+/// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
+/// every error in `errors`.
+pub fn compile_flow<T>(
+    flow: &[PolicyConfig],
+    owner: &Located<T>,
+    key: &str,
+    dir: Direction,
+    ctx: &CompileContext<'_>,
+    steps: &mut Vec<Step>,
+    errors: &mut ConfigErrors,
+) {
+    for (i, p) in flow.iter().enumerate() {
+        let at = format!("{key}[{i}].{}", p.name);
+        let at = at.trim_start_matches('.');
+        if let Some(sub_dir) = sub_flow(&p.name) {
+            if dir != Direction::Both {
+                errors.push(owner.error_at_key(
+                    at,
+                    format!("`{}:` cannot stand inside a `{}:` flow", p.name, dir.name()),
+                ));
+                continue;
+            }
+            match parse_all::<Vec<PolicyConfig>>(p.settings.clone()) {
+                Ok(sub) => compile_flow(&sub, owner, at, sub_dir, ctx, steps, errors),
+                Err(es) => {
+                    for e in es {
+                        errors.push(owner.error(&join(at, &e.key), e.message));
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(kind) = registry::find(&p.name) else {
+            errors.push(owner.error_at_key(
+                at,
+                format!(
+                    "unknown policy `{}`, expected one of {}",
+                    p.name,
+                    registry::names()
+                ),
+            ));
+            continue;
+        };
+        if let Some(m) = misplaced(kind, dir, ctx) {
+            errors.push(owner.error_at_key(at, m));
+            continue;
+        }
+        match (kind.compile)(p.settings.clone(), ctx) {
+            Ok(policy) => {
+                let (request, response) = dir.phases(kind);
+                steps.push(Step {
+                    policy,
+                    request,
+                    response,
+                });
+            }
+            Err(es) => {
+                for e in es {
+                    let key = join(at, &e.key);
+                    errors.push(if e.at_key {
+                        owner.error_at_key(&key, e.message)
+                    } else {
+                        owner.error(&key, e.message)
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The direction a structural entry (`request:`, `response:`) restricts its policies to.
+fn sub_flow(name: &str) -> Option<Direction> {
+    match name {
+        "request" => Some(Direction::Request),
+        "response" => Some(Direction::Response),
+        _ => None,
+    }
+}
+
+/// Why `kind` cannot stand here, if it cannot.
+fn misplaced(kind: &PolicyKind, dir: Direction, ctx: &CompileContext<'_>) -> Option<String> {
+    let name = kind.name;
+    if dir == Direction::Response && !kind.phases.response {
+        return Some(format!(
+            "`{name}` acts on requests only: it cannot stand in a `response:` flow"
+        ));
+    }
+    if dir == Direction::Request && !kind.phases.request {
+        return Some(format!(
+            "`{name}` acts on responses only: it cannot stand in a `request:` flow"
+        ));
+    }
+    if kind.top_level_only && dir != Direction::Both {
+        return Some(format!(
+            "`{name}` converts both ways: put it in the top-level `flow`"
+        ));
+    }
+    if kind.authenticates && ctx.in_consumer_flow {
+        return Some(
+            "authentication policies cannot stand in a consumer's flow (it runs after authentication)"
+                .into(),
+        );
+    }
+    None
+}
+
+fn join(at: &str, key: &str) -> String {
+    match key {
+        "" => at.to_owned(),
+        k if k.starts_with('[') => format!("{at}{k}"),
+        k => format!("{at}.{k}"),
+    }
+}
+
+/// True when the flow answers every request itself (a policy that always answers, in the
+/// request direction), so that an API without a target is still complete.
+pub fn answers_itself(flow: &[PolicyConfig]) -> bool {
+    flow.iter().any(|p| match p.name.as_str() {
+        "request" => {
+            parse_all::<Vec<PolicyConfig>>(p.settings.clone()).is_ok_and(|sub| answers_itself(&sub))
+        }
+        name => registry::find(name).is_some_and(|k| k.answers),
+    })
+}

@@ -1,0 +1,133 @@
+//! The one table of every policy a flow can hold. Adding a policy means a module implementing
+//! [`PolicyFactory`](turnpike_core::PolicyFactory), one line here, and a page in
+//! `docs/policies/`.
+
+use turnpike_core::PolicyKind;
+
+/// Every policy, in the order the docs list them.
+pub static POLICIES: &[PolicyKind] = &[
+    PolicyKind::of::<crate::respond::Return>(),
+    PolicyKind::of::<crate::static_body::Static>(),
+    PolicyKind::of::<crate::headers::SetHeader>(),
+    PolicyKind::of::<crate::headers::RemoveHeader>(),
+    PolicyKind::of::<crate::auth::basic::BasicAuth>(),
+    PolicyKind::of::<crate::auth::api_key::ApiKey>(),
+    PolicyKind::of::<crate::auth::jwt::JwtAuth>(),
+    PolicyKind::of::<crate::rate_limit::RateLimiter>(),
+    PolicyKind::of::<crate::cors::Cors>(),
+    PolicyKind::of::<crate::access_control::AccessControl>(),
+    PolicyKind::of::<crate::rewriter::Rewriter>(),
+    PolicyKind::of::<crate::size_limit::RequestSizeLimit>(),
+    PolicyKind::of::<crate::json_protection::JsonProtection>(),
+    PolicyKind::of::<turnpike_soap::XmlProtection>(),
+    PolicyKind::of::<turnpike_soap::WsdlValidator>(),
+    PolicyKind::of::<turnpike_soap::Wsdl2OpenApi>(),
+];
+
+/// The policy named `name` in YAML.
+pub fn find(name: &str) -> Option<&'static PolicyKind> {
+    POLICIES.iter().find(|k| k.name == name)
+}
+
+/// Every policy name, quoted and comma-separated, for error messages.
+pub fn names() -> String {
+    POLICIES
+        .iter()
+        .map(|k| format!("`{}`", k.name))
+        .chain(["`request`".to_owned(), "`response`".to_owned()])
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The JSON Schema (draft 2020-12) that every YAML document of a configuration must satisfy,
+/// with each policy's settings: `turnpike schema` prints it for editors (yaml-language-server).
+pub fn json_schema() -> serde_json::Value {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    let mut alternatives: Vec<serde_json::Value> = POLICIES
+        .iter()
+        .map(|k| {
+            let settings = (k.schema)(&mut generator);
+            serde_json::json!({
+                "type": "object",
+                "properties": { k.name: settings },
+                "required": [k.name],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    for (name, what) in [
+        ("request", "Policies run only on the request."),
+        ("response", "Policies run only on the response."),
+    ] {
+        alternatives.push(serde_json::json!({
+            "type": "object",
+            "properties": { name: {
+                "description": what,
+                "type": "array",
+                "items": { "$ref": "#/$defs/PolicyConfig" }
+            }},
+            "required": [name],
+            "additionalProperties": false
+        }));
+    }
+    let mut schema = generator
+        .into_root_schema_for::<turnpike_config::Document>()
+        .to_value();
+    schema["title"] = "Turnpike configuration document".into();
+    schema["$defs"]["PolicyConfig"] = serde_json::json!({
+        "description": "One policy of a flow: a map with exactly one key, the policy's name.",
+        "oneOf": alternatives
+    });
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = POLICIES.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n);
+    }
+
+    #[test]
+    fn schema_names_every_document_kind_and_policy() {
+        let s = json_schema().to_string();
+        for key in [
+            "\"api\"",
+            "\"global\"",
+            "\"include\"",
+            "\"gateway\"",
+            "setHeader",
+            "jsonProtection",
+            "validateRequests",
+            "jsonpath",
+            "wsdl2openapi",
+        ] {
+            assert!(s.contains(key), "{key} missing from schema");
+        }
+    }
+
+    #[test]
+    fn the_schema_accepts_a_config_and_refuses_a_misspelled_policy() {
+        let schema = json_schema();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let good = serde_json::json!({"api": {"port": 2000, "flow": [
+            {"setHeader": {"name": "X", "value": "y"}},
+            {"request": [{"rateLimiter": {"requestLimit": 1, "requestLimitDuration": "1s"}}]}
+        ], "target": {"url": "http://127.0.0.1:1"}}});
+        assert!(
+            v.is_valid(&good),
+            "{:?}",
+            v.iter_errors(&good)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        );
+        let bad = serde_json::json!({"api": {"port": 2000, "flow": [{"setHeadr": {}}]}});
+        assert!(!v.is_valid(&bad));
+    }
+}
