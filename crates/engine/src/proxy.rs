@@ -626,3 +626,91 @@ impl RequestLog {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::local;
+    use std::time::Duration;
+    use turnpike_core::{Policy, Step};
+
+    /// Waits `delay` (forever when `None`), then answers with `status`.
+    struct Slow {
+        delay: Option<Duration>,
+        status: u16,
+    }
+
+    impl Policy for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+
+        fn on_request(&self, _: &mut Exchange) -> Outcome {
+            let (delay, status) = (self.delay, self.status);
+            Outcome::Wait(Wait::new(
+                async move {
+                    match delay {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                    Box::new(move |ex: &mut Exchange| {
+                        ex.request
+                            .headers
+                            .insert("x-waited", HeaderValue::from(status));
+                        Outcome::Continue
+                    }) as turnpike_core::Resume
+                },
+                Duration::from_millis(100),
+                |_| Outcome::Reject(Problem::new(&problems::POLICY_TIMEOUT)),
+            ))
+        }
+    }
+
+    fn chain(delay: Option<Duration>) -> Chain {
+        let step = |d, status| Step {
+            policy: Box::new(Slow { delay: d, status }) as Box<dyn Policy>,
+            request: true,
+            response: false,
+        };
+        Chain::new(vec![step(Some(Duration::ZERO), 1), step(delay, 2)])
+    }
+
+    fn exchange() -> Exchange {
+        let (parts, _) = Request::new(()).into_parts();
+        Exchange::new(
+            parts,
+            Body::Empty,
+            "192.0.2.1:1".parse().unwrap(),
+            PathParams::new(),
+        )
+    }
+
+    #[test]
+    fn waiting_steps_resume_the_chain_in_order() {
+        local(async {
+            let mut ex = exchange();
+            let end = request_phase(&chain(Some(Duration::from_millis(5))), &mut ex).await;
+            assert!(matches!(end, RequestEnd::Forward), "{end:?}");
+            assert_eq!(ex.request.headers["x-waited"], "2");
+        });
+    }
+
+    #[test]
+    fn a_step_that_waits_too_long_gets_its_timeout_answer() {
+        local(async {
+            let mut ex = exchange();
+            let started = Instant::now();
+            let end = request_phase(&chain(None), &mut ex).await;
+            let RequestEnd::Answered {
+                at: 1,
+                outcome: Outcome::Reject(p),
+            } = end
+            else {
+                panic!("{end:?}")
+            };
+            assert_eq!(p.status, 504);
+            assert!(started.elapsed() >= Duration::from_millis(100));
+            assert_eq!(ex.request.headers["x-waited"], "1");
+        });
+    }
+}

@@ -1,13 +1,17 @@
 //! `jwtAuth`: bearer JWTs verified against JSON Web Key Sets from files or URLs.
 //!
-//! URL key sets are fetched at load and then refreshed by a background thread (and early, at most
-//! every 30 s, when a token names an unknown `kid`), never on the request path. Only the listed
+//! URL key sets are fetched at load and then refreshed by a background thread. A token that names
+//! a `kid` no key set has makes the request wait ([`Outcome::Wait`]) while its key sets are
+//! fetched again, at most once per `refetchInterval` (default 30 s) however many such tokens
+//! arrive: requests that come while a fetch is under way wait for that one, and the others are
+//! answered at once. Only the listed
 //! algorithms are accepted, each only with a key of its family (so an HS256 token "signed" with
 //! an RSA public key fails); `none` is never accepted. Verified claims go into the exchange's
 //! [`Identity`] for later policies and templates (`${jwt.sub}`).
 
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,9 +20,10 @@ use arc_swap::ArcSwap;
 use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use tokio::sync::watch;
 use turnpike_config::fetch::{http_get_text, Wanted};
 use turnpike_core::exchange::Identity;
-use turnpike_core::{Exchange, Outcome, Policy};
+use turnpike_core::{problems, Exchange, Outcome, Policy, Problem, Resume, Wait};
 
 use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
@@ -55,6 +60,10 @@ pub struct JwtAuthSettings {
     /// Require every one of these scopes (from `scope` or `scp`).
     #[serde(default)]
     pub required_scopes: Vec<String>,
+    /// How long a request whose token names an unknown `kid` waits for its key sets to be
+    /// fetched again (default 5s); past it the answer is 504.
+    #[serde(default)]
+    pub key_fetch_timeout: Option<turnpike_config::units::Duration>,
 }
 
 /// A JSON Web Key Set source.
@@ -70,6 +79,10 @@ pub struct JwksSource {
     /// How often a URL is fetched again (default 10m).
     #[serde(default)]
     pub refresh: Option<turnpike_config::units::Duration>,
+    /// The shortest time between two fetches of a URL asked for by tokens with an unknown
+    /// `kid` (default 30s).
+    #[serde(default)]
+    pub refetch_interval: Option<turnpike_config::units::Duration>,
 }
 
 struct Key {
@@ -79,14 +92,44 @@ struct Key {
 
 type KeySlot = Arc<ArcSwap<Vec<Key>>>;
 
-/// A background fetcher: dropping the sender stops its thread.
+/// A URL key set's background fetcher. Dropping it stops its thread.
 struct Refresher {
     wake: Mutex<mpsc::Sender<()>>,
-    last_wake: Mutex<Option<Instant>>,
+    /// When a token last asked for a fetch, for `refetchInterval`.
+    last_asked: Mutex<Option<Instant>>,
+    /// Asked for and not done yet.
+    pending: Arc<AtomicBool>,
+    /// Counts finished fetches (successful or not): a waiting request subscribes to it.
+    fetched: Arc<watch::Sender<u64>>,
+    refetch_interval: Duration,
 }
 
-/// The compiled policy.
-pub struct JwtAuth {
+impl Refresher {
+    /// Asks for a fetch on behalf of a token with an unknown `kid`: returns a receiver that
+    /// changes when a fetch finishes, or `None` when no fetch will come soon (one ran less than
+    /// `refetchInterval` ago).
+    fn refetch(&self) -> Option<watch::Receiver<u64>> {
+        let rx = self.fetched.subscribe();
+        if self.pending.load(Ordering::Acquire) {
+            return Some(rx);
+        }
+        let mut last = self.last_asked.lock().ok()?;
+        if last.is_some_and(|t| t.elapsed() < self.refetch_interval) {
+            return None;
+        }
+        *last = Some(Instant::now());
+        self.pending.store(true, Ordering::Release);
+        let sent = self.wake.lock().ok().is_some_and(|tx| tx.send(()).is_ok());
+        if !sent {
+            self.pending.store(false, Ordering::Release);
+            return None;
+        }
+        Some(rx)
+    }
+}
+
+/// What verifying a token needs: shared with a request that waits for a refetch.
+struct Inner {
     slots: Vec<KeySlot>,
     refreshers: Vec<Refresher>,
     validations: HashMap<Algorithm, Validation>,
@@ -95,6 +138,12 @@ pub struct JwtAuth {
     required_scopes: Vec<String>,
     challenge: HeaderValue,
     invalid_challenge: HeaderValue,
+    key_fetch_timeout: Duration,
+}
+
+/// The compiled policy.
+pub struct JwtAuth {
+    inner: Arc<Inner>,
     key_files: Vec<std::path::PathBuf>,
 }
 
@@ -139,9 +188,17 @@ fn fetch(url: &str) -> Result<Vec<Key>, String> {
     parse_jwks(&text)
 }
 
-fn spawn_refresher(url: String, slot: &KeySlot, every: Duration) -> Result<Refresher, String> {
+fn spawn_refresher(
+    url: String,
+    slot: &KeySlot,
+    every: Duration,
+    refetch_interval: Duration,
+) -> Result<Refresher, String> {
     let (tx, rx) = mpsc::channel::<()>();
     let weak = Arc::downgrade(slot);
+    let pending = Arc::new(AtomicBool::new(false));
+    let fetched = Arc::new(watch::Sender::new(0u64));
+    let (thread_pending, thread_fetched) = (Arc::clone(&pending), Arc::clone(&fetched));
     std::thread::Builder::new()
         .name("turnpike-jwks".into())
         .spawn(move || loop {
@@ -157,11 +214,16 @@ fn spawn_refresher(url: String, slot: &KeySlot, every: Duration) -> Result<Refre
                 }
                 Err(e) => tracing::warn!("JWKS refresh failed, keeping the previous keys: {e}"),
             }
+            thread_pending.store(false, Ordering::Release);
+            thread_fetched.send_modify(|n| *n += 1);
         })
         .map_err(|e| format!("cannot start the JWKS refresh thread: {e}"))?;
     Ok(Refresher {
         wake: Mutex::new(tx),
-        last_wake: Mutex::new(None),
+        last_asked: Mutex::new(None),
+        pending,
+        fetched,
+        refetch_interval,
     })
 }
 
@@ -217,10 +279,15 @@ impl PolicyFactory for JwtAuth {
             let at = format!("jwks[{i}]");
             match (&src.location, &src.url) {
                 (Some(loc), None) => {
-                    if src.refresh.is_some() {
+                    if src.refresh.is_some() || src.refetch_interval.is_some() {
+                        let key = if src.refresh.is_some() {
+                            "refresh"
+                        } else {
+                            "refetchInterval"
+                        };
                         return Err(err(
-                            &format!("{at}.refresh"),
-                            "only URL key sets are refreshed",
+                            &format!("{at}.{key}"),
+                            "only URL key sets are fetched again",
                         ));
                     }
                     let path = ctx.base_dir.join(loc);
@@ -249,8 +316,13 @@ impl PolicyFactory for JwtAuth {
                     };
                     let slot: KeySlot = Arc::new(ArcSwap::from_pointee(keys));
                     let every = src.refresh.map_or(Duration::from_secs(600), |d| d.0);
-                    refreshers
-                        .push(spawn_refresher(url.clone(), &slot, every).map_err(|m| err(&at, m))?);
+                    let refetch = src
+                        .refetch_interval
+                        .map_or(Duration::from_secs(30), |d| d.0);
+                    refreshers.push(
+                        spawn_refresher(url.clone(), &slot, every, refetch)
+                            .map_err(|m| err(&at, m))?,
+                    );
                     slots.push(slot);
                 }
                 _ => return Err(err(&at, "give exactly one of `location` and `url`")),
@@ -261,44 +333,40 @@ impl PolicyFactory for JwtAuth {
             None => None,
         };
         Ok(JwtAuth {
-            slots,
-            refreshers,
-            validations,
-            consumers: consumers.clone(),
-            allow,
-            required_scopes: c.required_scopes.clone(),
-            challenge: HeaderValue::from_static("Bearer"),
-            invalid_challenge: HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            inner: Arc::new(Inner {
+                slots,
+                refreshers,
+                validations,
+                consumers: consumers.clone(),
+                allow,
+                required_scopes: c.required_scopes.clone(),
+                challenge: HeaderValue::from_static("Bearer"),
+                invalid_challenge: HeaderValue::from_static("Bearer error=\"invalid_token\""),
+                key_fetch_timeout: c.key_fetch_timeout.map_or(Duration::from_secs(5), |d| d.0),
+            }),
             key_files,
         })
     }
 }
 
-impl JwtAuth {
-    fn ask_for_refresh(&self) {
-        for r in &self.refreshers {
-            let Ok(mut last) = r.last_wake.lock() else {
-                continue;
-            };
-            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(30)) {
-                continue;
-            }
-            *last = Some(Instant::now());
-            if let Ok(tx) = r.wake.lock() {
-                let _ = tx.send(());
-            }
-        }
-    }
+/// Why a token was not accepted: what the client is told (which check failed, in the
+/// gateway's words), or that no key set has the key it names.
+enum Rejected {
+    Invalid(&'static str),
+    UnknownKey,
+}
 
-    fn verify(&self, token: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-        let head =
-            jsonwebtoken::decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
+impl Inner {
+    fn verify(&self, token: &str) -> Result<Claims, Rejected> {
+        let head = jsonwebtoken::decode_header(token).map_err(|e| {
+            tracing::debug!("JWT header: {e}");
+            Rejected::Invalid("the token is malformed")
+        })?;
         let validation = self
             .validations
             .get(&head.alg)
-            .ok_or_else(|| format!("algorithm {:?} is not accepted", head.alg))?;
-        let mut tried = false;
-        let mut last_err = String::from("no key matches the token");
+            .ok_or(Rejected::Invalid("the token's algorithm is not accepted"))?;
+        let mut last = None;
         for slot in &self.slots {
             let keys = slot.load();
             for k in keys.iter() {
@@ -308,56 +376,50 @@ impl JwtAuth {
                 if k.key.family() != head.alg.family() {
                     continue;
                 }
-                tried = true;
-                match jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
-                    token, &k.key, validation,
-                ) {
+                match jsonwebtoken::decode::<Claims>(token, &k.key, validation) {
                     Ok(data) => return Ok(data.claims),
-                    Err(e) => last_err = format!("token rejected: {e}"),
+                    Err(e) => last = Some(e),
                 }
             }
         }
-        if !tried && head.kid.is_some() {
-            self.ask_for_refresh();
+        match last {
+            Some(e) => {
+                tracing::debug!("JWT rejected: {e}");
+                Err(Rejected::Invalid(check_failed(e.kind())))
+            }
+            None if head.kid.is_some() => Err(Rejected::UnknownKey),
+            None => Err(Rejected::Invalid("no key matches the token")),
         }
-        Err(last_err)
-    }
-}
-
-fn scopes(claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
-    match claims.get("scope").or_else(|| claims.get("scp")) {
-        Some(serde_json::Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-        Some(serde_json::Value::Array(a)) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-impl Policy for JwtAuth {
-    fn name(&self) -> &'static str {
-        "jwtAuth"
     }
 
-    fn files(&self) -> Vec<std::path::PathBuf> {
-        self.key_files.clone()
-    }
-
-    fn response_needs_request(&self) -> bool {
-        self.consumers.response_needs_request()
-    }
-
-    fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let token = authorization(ex, b"bearer")
-            .and_then(|t| std::str::from_utf8(t).ok())
-            .filter(|t| t.is_ascii());
-        let Some(token) = token else {
-            return unauthorized("a bearer token is required", Some(&self.challenge));
-        };
+    /// Verifies the token and admits the caller; `waited` after the key sets were fetched again.
+    fn authenticate(self: &Arc<Self>, ex: &mut Exchange, token: &str, waited: bool) -> Outcome {
         let claims = match self.verify(token) {
             Ok(c) => c,
-            Err(m) => return unauthorized(&m, Some(&self.invalid_challenge)),
+            Err(Rejected::UnknownKey) if !waited => {
+                let waits: Vec<watch::Receiver<u64>> = self
+                    .refreshers
+                    .iter()
+                    .filter_map(Refresher::refetch)
+                    .collect();
+                // No fetch may run now: verify once more at once (one may just have finished).
+                if waits.is_empty() {
+                    return self.authenticate(ex, token, true);
+                }
+                return self.retry_after(waits, token);
+            }
+            Err(Rejected::UnknownKey) => {
+                return unauthorized(
+                    "invalid token: no key set has the token's key",
+                    Some(&self.invalid_challenge),
+                )
+            }
+            Err(Rejected::Invalid(m)) => {
+                return unauthorized(
+                    &format!("invalid token: {m}"),
+                    Some(&self.invalid_challenge),
+                )
+            }
         };
         let subject = claims
             .get("sub")
@@ -380,6 +442,84 @@ impl Policy for JwtAuth {
             self.allow.as_ref(),
             &self.required_scopes,
         )
+    }
+
+    /// A token names a key no key set has and its key sets are being fetched again: wait for
+    /// the fetches (`waits`), then verify once more.
+    fn retry_after(self: &Arc<Self>, waits: Vec<watch::Receiver<u64>>, token: &str) -> Outcome {
+        let inner = Arc::clone(self);
+        let token = token.to_owned();
+        let future = async move {
+            for mut rx in waits {
+                let _ = rx.changed().await;
+            }
+            Box::new(move |ex: &mut Exchange| inner.authenticate(ex, &token, true)) as Resume
+        };
+        Outcome::Wait(Wait::new(future, self.key_fetch_timeout, |_| {
+            Outcome::Reject(
+                Problem::new(&problems::POLICY_TIMEOUT)
+                    .with_detail("the token's key set could not be fetched in time"),
+            )
+        }))
+    }
+}
+
+/// What the client is told about a token the JWT library refused: which check failed.
+fn check_failed(kind: &jsonwebtoken::errors::ErrorKind) -> &'static str {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match kind {
+        K::ExpiredSignature => "the token has expired",
+        K::ImmatureSignature => "the token is not valid yet (nbf)",
+        K::InvalidAudience => "the token's audience is not accepted",
+        K::InvalidIssuer => "the token's issuer is not accepted",
+        K::InvalidSubject => "the token's subject is not accepted",
+        K::InvalidSignature => "the token's signature is invalid",
+        K::InvalidAlgorithm | K::InvalidAlgorithmName => "the token's algorithm is not accepted",
+        K::MissingRequiredClaim(c) => match c.as_str() {
+            "exp" => "the token has no expiry (exp)",
+            "aud" => "the token has no audience (aud)",
+            "iss" => "the token has no issuer (iss)",
+            _ => "the token lacks a required claim",
+        },
+        _ => "the token is malformed",
+    }
+}
+
+type Claims = serde_json::Map<String, serde_json::Value>;
+
+fn scopes(claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    match claims.get("scope").or_else(|| claims.get("scp")) {
+        Some(serde_json::Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Policy for JwtAuth {
+    fn name(&self) -> &'static str {
+        "jwtAuth"
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.key_files.clone()
+    }
+
+    fn response_needs_request(&self) -> bool {
+        self.inner.consumers.response_needs_request()
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        let token = authorization(ex, b"bearer")
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .filter(|t| t.is_ascii());
+        let Some(token) = token else {
+            return unauthorized("a bearer token is required", Some(&self.inner.challenge));
+        };
+        let token = token.to_owned();
+        self.inner.authenticate(ex, &token, false)
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
