@@ -5,6 +5,7 @@
 //! key, all of them at once.
 
 mod api;
+mod flow;
 mod listener;
 mod openapi_api;
 mod settings;
@@ -22,12 +23,13 @@ use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Router, Step};
 use turnpike_openapi::docs::ApiDocs;
 use turnpike_openapi::Spec;
+pub use turnpike_policies::registry::json_schema;
+use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, ListenerRoutes, Snapshot};
 use turnpike_soap::Wsdl;
 
 pub use settings::settings;
 pub use target::compile_target;
-pub use turnpike_policies::registry::json_schema;
 
 /// The address an API listens on, as configured.
 pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
@@ -66,7 +68,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
     }
-    let consumers = Arc::new(api::compile_consumers(set, &mut errors));
+    let consumers = Arc::new(flow::compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
@@ -84,7 +86,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
-        for (spec, api, openapi) in api::compile_api(located, wsdl, set, &consumers, &mut errors) {
+        for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -176,6 +178,22 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
 /// The folder of the file a value was read from.
 pub(crate) fn base_dir<T>(l: &Located<T>) -> &std::path::Path {
     l.origin.file.parent().unwrap_or(std::path::Path::new("."))
+}
+
+/// The routes of one API: one for a plain API, one per spec for an OpenAPI-deployed one.
+fn compile_api(
+    located: &Located<ApiConfig>,
+    wsdl: Option<&Arc<Wsdl>>,
+    set: &ConfigSet,
+    consumers: &Arc<Consumers>,
+    errors: &mut ConfigErrors,
+) -> Vec<CompiledRoute> {
+    if !located.value.openapi.is_empty() {
+        return openapi_api::compile_openapi_api(located, set, consumers, errors);
+    }
+    api::compile_plain_api(located, wsdl, set, consumers, errors)
+        .map(|(r, a)| vec![(r, a, None)])
+        .unwrap_or_default()
 }
 
 /// One compiled route of an API: its route, the API, and the spec it was deployed from.

@@ -10,7 +10,7 @@ use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
 use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, Target};
 
-use crate::api::{api_hosts, compile_steps, FlowParts};
+use crate::flow::{api_hosts, compile_steps, FlowParts};
 use crate::{base_dir, compile_target, CompiledRoute};
 
 /// The spec files of one `openapi[i]` entry.

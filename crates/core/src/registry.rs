@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use crate::policy::Policy;
+pub use crate::settings::CompileError;
 use crate::template::TemplateScope;
 
 /// A policy as the configuration names it: implemented by each policy's compiled type.
@@ -96,41 +97,6 @@ impl CompileContext<'_> {
         self.shared.get::<T>()
     }
 }
-
-/// A setting that cannot be compiled: the key below the policy (`""` for the policy itself,
-/// `algorithms[1]`) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompileError {
-    /// Key path below the policy's settings.
-    pub key: String,
-    /// What is wrong, in words a user can act on.
-    pub message: String,
-    /// The error is about the key itself (an unknown setting), not its value.
-    pub at_key: bool,
-}
-
-impl CompileError {
-    /// An error about the value at `key`.
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        CompileError {
-            key: key.into(),
-            message: message.into(),
-            at_key: false,
-        }
-    }
-}
-
-impl std::fmt::Display for CompileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.key.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.key, self.message)
-        }
-    }
-}
-
-impl std::error::Error for CompileError {}
 
 /// A registry entry: a [`PolicyFactory`] with its settings parser, type-erased so that one
 /// table can list every policy.

@@ -5,7 +5,40 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
-use crate::registry::CompileError;
+/// A setting that cannot be compiled: the key below the policy (`""` for the policy itself,
+/// `algorithms[1]`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    /// Key path below the policy's settings.
+    pub key: String,
+    /// What is wrong, in words a user can act on.
+    pub message: String,
+    /// The error is about the key itself (an unknown setting), not its value.
+    pub at_key: bool,
+}
+
+impl CompileError {
+    /// An error about the value at `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        CompileError {
+            key: key.into(),
+            message: message.into(),
+            at_key: false,
+        }
+    }
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
 
 /// The most errors reported for one value (each costs one more parse).
 const MAX_ERRORS: usize = 50;

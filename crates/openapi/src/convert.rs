@@ -10,6 +10,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+pub use crate::marks::{DISCRIMINATOR, FORBIDDEN, PLAIN};
+pub use crate::pointer::{escape, fragment_ref};
+
 /// The OpenAPI major/minor version of a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -26,41 +29,6 @@ pub enum Direction {
     Request,
     /// Responses: `writeOnly` properties are forbidden.
     Response,
-}
-
-/// Marks a property schema replaced because of `readOnly`/`writeOnly`, so that the validator's
-/// error can say why.
-pub const FORBIDDEN: &str = "x-turnpike-forbidden";
-
-/// Marks the check of a discriminator's value (the schema inside a `not`), so that the
-/// validator's error can name the discriminating property and its known values.
-pub const DISCRIMINATOR: &str = "x-turnpike-discriminator";
-
-/// The key of a converted document's root under which "plain" copies of schemas with a
-/// `discriminator` are kept: the schema without its dispatch, which is what a subtype's
-/// `allOf: [{$ref: Base}]` means (the dispatch there would lead back to the subtype forever).
-pub const PLAIN: &str = "x-turnpike-plain";
-
-/// Characters escaped in a JSON pointer used as a URI fragment.
-pub(crate) const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'<')
-    .add(b'>')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'%')
-    .add(b'[')
-    .add(b']')
-    .add(b'#');
-
-/// `#` and the JSON pointer `ptr`, percent-encoded where a URI fragment needs it.
-pub(crate) fn fragment_ref(ptr: &str) -> String {
-    format!("#{}", percent_encoding::utf8_percent_encode(ptr, FRAGMENT))
 }
 
 const SCHEMA_MAPS: &[&str] = &[
@@ -137,11 +105,6 @@ fn find_schema_sites(v: &Value, ptr: &mut String, out: &mut Vec<String>) {
         }
         ptr.truncate(len);
     }
-}
-
-/// Escapes a JSON-pointer segment.
-pub fn escape(s: &str) -> String {
-    s.replace('~', "~0").replace('/', "~1")
 }
 
 fn convert_schema(

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use crate::convert::{escape, fragment_ref, DISCRIMINATOR, PLAIN};
-use crate::load::BUNDLED;
+use crate::marks::{BUNDLED, DISCRIMINATOR, PLAIN};
+use crate::pointer::{escape, fragment_ref};
 
 /// Keys whose values are literal data, not schemas.
 const LITERAL: &[&str] = &["example", "examples", "enum", "const", "default"];

@@ -10,11 +10,16 @@ pub mod convert;
 mod discriminator;
 pub mod docs;
 pub mod load;
+pub mod marks;
+pub mod media;
 pub mod multipart;
 pub mod params;
+pub mod pointer;
 pub mod policy;
+pub mod schema;
 pub mod spec;
 pub mod validate;
+pub mod violation;
 
 pub use load::{LoadedSpec, Source, SpecError};
 pub use policy::OpenApiValidator;

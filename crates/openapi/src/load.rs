@@ -10,8 +10,7 @@ use serde_json::Value;
 use turnpike_config::fetch::{http_get_text, Wanted};
 use turnpike_config::yaml::{self, Span};
 
-/// The key of the root object under which referenced files are stored.
-pub const BUNDLED: &str = "x-turnpike-bundled";
+pub use crate::marks::BUNDLED;
 
 /// Where a spec (or a file it references) came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -461,7 +460,7 @@ impl Scan<'_> {
                 for (k, child) in m {
                     let (plen, klen) = (ptr.len(), key.len());
                     ptr.push('/');
-                    ptr.push_str(&crate::convert::escape(k));
+                    ptr.push_str(&crate::pointer::escape(k));
                     if !key.is_empty() {
                         key.push('.');
                     }
@@ -517,7 +516,7 @@ impl Scan<'_> {
             if !t.contains(['/', '#', ':']) {
                 continue; // a schema name
             }
-            let p = format!("{ptr}/mapping/{}", crate::convert::escape(value));
+            let p = format!("{ptr}/mapping/{}", crate::pointer::escape(value));
             let k = format!("{key}.mapping.{value}");
             self.site(t, base, in_id, &p, &k)?;
         }

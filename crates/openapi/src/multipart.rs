@@ -5,8 +5,9 @@
 use memchr::memmem;
 use serde_json::{Map, Value};
 
+use crate::media::is_json;
 use crate::params::Prim;
-use crate::validate::{is_json, Violation};
+use crate::violation::Violation;
 
 /// How the parts of one property of a `multipart/form-data` body become its JSON value (compiled
 /// from the schema's properties and the media type's `encoding`).
@@ -51,7 +52,7 @@ pub fn form_value(parts: &[Part<'_>], fields: &[Field], out: &mut Vec<Violation>
         let ct = p
             .content_type
             .as_deref()
-            .map(crate::spec::essence)
+            .map(crate::media::essence)
             .unwrap_or_else(|| "text/plain".to_owned());
         if let Some(f) = field {
             if !f.content_types.is_empty() && !f.content_types.iter().any(|r| range_covers(r, &ct))
@@ -73,7 +74,7 @@ pub fn form_value(parts: &[Part<'_>], fields: &[Field], out: &mut Vec<Violation>
                 Ok(v) => (v, true),
                 Err(e) => {
                     out.push(Violation {
-                        location: format!("#/body/{}", crate::convert::escape(&p.name)),
+                        location: format!("#/body/{}", crate::pointer::escape(&p.name)),
                         message: format!("the part is not valid JSON: {e}"),
                     });
                     (Value::String(text()), false)

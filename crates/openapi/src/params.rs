@@ -9,7 +9,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::convert::Direction;
 use crate::load::SpecError;
-use crate::spec::{Ctx, Schema};
+use crate::schema::{Ctx, Schema};
 
 /// Where a parameter is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

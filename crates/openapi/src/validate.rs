@@ -7,32 +7,13 @@ use serde_json::Value;
 use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
+use crate::media::essence_cow;
+pub use crate::media::is_json;
 use crate::multipart;
 use crate::params::{self, Location, Param, Shape};
-use crate::spec::{essence_cow, Media, Operation, Schema, StatusPattern};
-
-/// One violation of the spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// Where (`query.limit`, `#/body/price`).
-    pub location: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl Violation {
-    fn new(location: impl Into<String>, message: impl Into<String>) -> Self {
-        Violation {
-            location: location.into(),
-            message: message.into(),
-        }
-    }
-
-    /// As a JSON object for problem details.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({"location": self.location, "message": self.message})
-    }
-}
+use crate::schema::Schema;
+use crate::spec::{Media, Operation, StatusPattern};
+pub use crate::violation::Violation;
 
 /// The result of validating a request.
 #[derive(Debug, Default)]
@@ -301,11 +282,6 @@ fn has_body_headers(h: &http::HeaderMap) -> bool {
         || h.get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim() != "0")
-}
-
-/// True for `application/json` and `*/*+json`.
-pub fn is_json(essence: &str) -> bool {
-    essence == "application/json" || essence.ends_with("+json")
 }
 
 /// The declared media type that accepts `ct`: exact, then `type/*`, then `*/*`.

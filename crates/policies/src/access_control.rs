@@ -3,15 +3,14 @@
 //! denies everyone not on it. 403 problem+json.
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use turnpike_core::problems;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::err;
 use crate::rate_limit::{canonical, parse_net};
-
-use schemars::JsonSchema;
-use serde::Deserialize;
-use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
 /// `accessControl`: IP allow and deny lists.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

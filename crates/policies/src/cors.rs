@@ -4,15 +4,14 @@
 use std::collections::HashSet;
 
 use http::{header, HeaderValue, Method, Response, StatusCode};
-use turnpike_core::problems;
-use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
-
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::{Duration, Flag};
+use turnpike_core::problems;
+use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use crate::err;
 
 /// `cors`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

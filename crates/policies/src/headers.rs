@@ -2,17 +2,15 @@
 //! on the phase they run in.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use turnpike_core::jsonpath::Message;
-use turnpike_core::problems;
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
-
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
+use turnpike_core::jsonpath::Message;
+use turnpike_core::problems;
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
+use crate::err;
 use crate::language::ExpressionLanguage;
 
 /// `setHeader`.

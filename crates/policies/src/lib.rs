@@ -11,7 +11,6 @@ pub mod cors;
 pub mod flow;
 mod headers;
 mod json_protection;
-mod json_quick;
 pub mod language;
 pub mod rate_limit;
 pub mod registry;

@@ -4,16 +4,16 @@
 //! body and `Content-Type` (which a preceding `static` may have set). The request body is passed
 //! on as a stream, never copied.
 
+use std::collections::BTreeMap;
+
 use http::{header, HeaderName, HeaderValue, Response, StatusCode};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
 use crate::err;
 use crate::headers::{header_name, ValueTemplate};
-
-use schemars::JsonSchema;
-use serde::Deserialize;
-use std::collections::BTreeMap;
-use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
 /// `return`: answers the request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

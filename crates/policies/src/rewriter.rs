@@ -3,14 +3,13 @@
 
 use http::uri::PathAndQuery;
 use regex::Regex;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use turnpike_core::problems;
+use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::err;
-
-use schemars::JsonSchema;
-use serde::Deserialize;
-use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
 
 /// `rewriter`: regex path rewriting.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

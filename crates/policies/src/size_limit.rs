@@ -2,15 +2,14 @@
 //! `Content-Length` at once and counted while streaming bodies of unknown length.
 
 use http::header;
-use turnpike_core::problems;
-use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
-
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::ByteSize;
+use turnpike_core::problems;
+use turnpike_core::{Body, Exchange, Outcome, Policy, Problem};
 use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
+
+use crate::err;
 
 /// `requestSizeLimit`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

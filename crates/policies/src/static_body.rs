@@ -2,13 +2,12 @@
 //! phase (a following `return` then answers with it), the response's in the response phase.
 
 use http::{header, HeaderMap, HeaderValue};
-use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
-
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_core::{Body, Exchange, Outcome, Policy, Template};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+
+use crate::err;
 
 /// `static`: sets the response body.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -8,14 +8,15 @@
 
 pub mod fault;
 pub mod fetch;
+pub mod names;
 pub mod protection;
 pub mod publish;
 pub mod quick;
-pub mod rest;
-mod rest_stream;
 pub mod schema;
+pub mod service;
 pub mod validator;
 pub mod wsdl;
+pub mod wsdl2openapi;
 pub mod xml;
 pub mod xsd;
 
@@ -23,6 +24,6 @@ pub use fault::{fault_response, problem_to_fault, FaultCode};
 pub use fetch::Location;
 pub use protection::XmlProtection;
 pub use publish::WsdlPublisher;
-pub use rest::Wsdl2OpenApi;
 pub use validator::WsdlValidator;
 pub use wsdl::{SoapVersion, Wsdl};
+pub use wsdl2openapi::Wsdl2OpenApi;

@@ -31,8 +31,9 @@ use libxml::tree::Node;
 use turnpike_xmlstream::{StreamValidator, Verdict, Watch};
 
 use crate::fetch::Location;
+use crate::names::{SoapVersion, XSD_NS};
 use crate::quick::FastPath;
-use crate::wsdl::{Service, SoapVersion, Style, XSD_NS};
+use crate::service::{Service, Style};
 use crate::xml::{self, escape, Element};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

@@ -5,18 +5,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::HeaderName;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use turnpike_core::exchange::Identity;
+use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 use turnpike_core::{Exchange, Outcome, Policy};
 
+use super::AllowList;
 use super::{admit, forbidden, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
 use crate::err;
-
-use schemars::JsonSchema;
-use serde::Deserialize;
-use turnpike_core::{CompileContext, CompileError, PolicyFactory};
-
-use super::AllowList;
 
 /// `apiKey`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

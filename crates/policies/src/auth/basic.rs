@@ -7,21 +7,19 @@ use std::sync::Arc;
 
 use base64::{DecodeSliceError, Engine};
 use http::HeaderValue;
-use turnpike_core::exchange::Identity;
-use turnpike_core::{Exchange, Outcome, Policy};
-
-use super::password::PasswordCheck;
-use super::{admit, authorization, unauthorized, Allow};
-use crate::consumers::{self, Consumers};
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
 use turnpike_config::BasicUser;
+use turnpike_core::exchange::Identity;
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
+use turnpike_core::{Exchange, Outcome, Policy};
 
+use super::password::PasswordCheck;
 use super::AllowList;
+use super::{admit, authorization, unauthorized, Allow};
+use crate::consumers::{self, Consumers};
+use crate::err;
 
 /// `basicAuthentication`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -20,20 +20,18 @@ use arc_swap::ArcSwap;
 use http::HeaderValue;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use tokio::sync::watch;
 use turnpike_config::fetch::{http_get_text, Wanted};
 use turnpike_core::exchange::Identity;
 use turnpike_core::{problems, Exchange, Outcome, Policy, Problem, Resume, Wait};
-
-use super::{admit, authorization, unauthorized, Allow};
-use crate::consumers::{self, Consumers};
-use crate::err;
-
-use schemars::JsonSchema;
-use serde::Deserialize;
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
 use super::AllowList;
+use super::{admit, authorization, unauthorized, Allow};
+use crate::consumers::{self, Consumers};
+use crate::err;
 
 /// `jwtAuth`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -11,18 +11,16 @@ use std::time::Instant;
 
 use http::{HeaderName, HeaderValue};
 use ipnet::IpNet;
-use turnpike_core::jsonpath::Message;
-use turnpike_core::problems;
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
-
-use self::store::{Decision, Key, Store};
-use crate::err;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::{Duration, Flag};
+use turnpike_core::jsonpath::Message;
+use turnpike_core::problems;
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
+use self::store::{Decision, Key, Store};
+use crate::err;
 use crate::language::ExpressionLanguage;
 
 /// `rateLimiter`.

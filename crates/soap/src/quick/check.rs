@@ -5,7 +5,7 @@ use super::automaton::{same, Dfa};
 use super::scan::{decode, is_xsi, Attr, Event, Scanner};
 use super::simple::Simple;
 use super::{AllGroup, AttrDecl, Content, ElemDecl, Model, TypeRef};
-use crate::wsdl::SoapVersion;
+use crate::names::SoapVersion;
 
 /// What an open element still expects; `T` holds the text of simple content (the raw bytes
 /// while scanning, a flag while writing).

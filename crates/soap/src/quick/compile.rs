@@ -11,7 +11,8 @@ use super::lexical;
 use super::pattern;
 use super::simple::{Bound, Builtin, Simple, WhiteSpace};
 use super::{AllGroup, AllItem, AttrDecl, Complex, Content, ElemDecl, Global, Model, TypeRef};
-use crate::wsdl::{QName, XSD_NS};
+pub use crate::names::XSI_NS;
+use crate::names::{QName, XSD_NS};
 use crate::xml::Element;
 
 /// What a declaration needs from the schema document it is in.
@@ -796,6 +797,3 @@ impl<'a> Compiler<'_, 'a> {
         Ok(t)
     }
 }
-
-/// The namespace of `xsi:` attributes.
-pub const XSI_NS: &str = "http://www.w3.org/2001/XMLSchema-instance";

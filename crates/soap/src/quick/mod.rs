@@ -27,7 +27,7 @@ mod write;
 #[cfg(test)]
 mod differential;
 
-use crate::wsdl::QName;
+use crate::names::QName;
 use crate::xml::Element;
 use automaton::Dfa;
 use simple::Simple;

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use super::automaton::same;
-use super::compile::XSI_NS;
+use crate::names::XSI_NS;
 use crate::xml::XML_NS;
 
 /// Most open elements (libxml2 refuses more than 256 without `XML_PARSE_HUGE`).

@@ -3,10 +3,10 @@
 //! and arrays, within the limits. It answers only "acceptable" (with the number of tokens, for
 //! the scanner's bookkeeping) or "not sure"; for anything else — an escape, a non-ASCII byte, a
 //! limit reached, an error, a document that may go on in the next chunk — the byte-by-byte
-//! [`crate::json_protection::Scanner`] decides and words the violation. About ten times cheaper
+//! [`super::Scanner`] decides and words the violation. About ten times cheaper
 //! than the scanner.
 
-use crate::json_protection::Limits;
+use super::limits::Limits;
 
 /// Keys of one object the quick pass compares (more: not sure).
 const MAX_KEYS: usize = 32;

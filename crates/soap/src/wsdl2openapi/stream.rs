@@ -9,8 +9,9 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
+use super::values::{insert_generic, scalar_json};
+use crate::names::XSI_NS;
 use crate::quick::scan::{Attr, Event, Scanner};
-use crate::rest::{insert_generic, scalar_json, XSI_NS};
 use crate::wsdl::SoapVersion;
 use crate::xml::resolve_reference;
 use crate::xsd::{Model, Type};

@@ -1,0 +1,113 @@
+//! An API's chain (the global policies, the gateway's own steps, the API's flow) and the
+//! consumers with their own flows; shared by every kind of API.
+
+use std::sync::Arc;
+
+use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
+use turnpike_core::router::HostPattern;
+use turnpike_core::{Chain, CompileContext, Step, TemplateScope};
+use turnpike_policies::{compile_flow, Consumers, Direction};
+use turnpike_soap::Wsdl;
+
+use crate::base_dir;
+
+/// What an API's chain is compiled against.
+pub(crate) struct FlowParts<'a> {
+    pub(crate) set: &'a ConfigSet,
+    pub(crate) consumers: &'a Arc<Consumers>,
+    pub(crate) scope: &'a TemplateScope,
+    pub(crate) wsdl: Option<&'a Arc<Wsdl>>,
+    pub(crate) path_prefix: &'a str,
+}
+
+/// The steps of an API's chain: the global policies, then the gateway's own steps for this
+/// kind of API (`built_in`: OpenAPI validation, WSDL publishing), then the API's `flow`.
+pub(crate) fn compile_steps(
+    located: &Located<ApiConfig>,
+    parts: FlowParts<'_>,
+    built_in: Vec<Step>,
+    errors: &mut ConfigErrors,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut shared = http::Extensions::new();
+    shared.insert(Arc::clone(parts.consumers));
+    if let Some(w) = parts.wsdl {
+        shared.insert(Arc::clone(w));
+    }
+    for g in &parts.set.globals {
+        let ctx = CompileContext {
+            scope: parts.scope,
+            in_consumer_flow: false,
+            base_dir: base_dir(g),
+            path_prefix: "",
+            shared: &shared,
+        };
+        compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
+    }
+    steps.extend(built_in);
+    let ctx = CompileContext {
+        scope: parts.scope,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        path_prefix: parts.path_prefix,
+        shared: &shared,
+    };
+    compile_flow(
+        &located.value.flow,
+        located,
+        "flow",
+        Direction::Both,
+        &ctx,
+        &mut steps,
+        errors,
+    );
+    steps
+}
+
+pub(crate) fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
+    let none = http::Extensions::new();
+    let scope = TemplateScope::default();
+    Consumers::compile(
+        &set.consumers,
+        |c, errors| {
+            let ctx = CompileContext {
+                scope: &scope,
+                in_consumer_flow: true,
+                base_dir: base_dir(c),
+                path_prefix: "",
+                shared: &none,
+            };
+            let mut steps = Vec::new();
+            compile_flow(
+                &c.value.flow,
+                c,
+                "flow",
+                Direction::Both,
+                &ctx,
+                &mut steps,
+                errors,
+            );
+            Chain::new(steps)
+        },
+        errors,
+    )
+}
+/// The host patterns of an API (errors reported, empty list on error).
+pub(crate) fn api_hosts(
+    located: &Located<ApiConfig>,
+    errors: &mut ConfigErrors,
+) -> Vec<HostPattern> {
+    match located
+        .value
+        .host
+        .as_deref()
+        .map(HostPattern::parse_list)
+        .transpose()
+    {
+        Ok(h) => h.unwrap_or_default(),
+        Err(m) => {
+            errors.push(located.error("host", m));
+            Vec::new()
+        }
+    }
+}
