@@ -241,3 +241,36 @@ mod tests {
         assert_eq!(p.into_response().status(), 502);
     }
 }
+
+#[cfg(test)]
+mod docs_tests {
+    use super::types;
+
+    /// `docs/problems.md` lists every problem type of the catalogue, and no other.
+    #[test]
+    fn the_docs_table_is_the_catalogue() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/problems.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        for t in types::ALL {
+            let urn = format!("`urn:turnpike:problem:{}`", t.kind);
+            let row = doc.lines().find(|l| l.starts_with('|') && l.contains(&urn));
+            let row = row.unwrap_or_else(|| panic!("{urn} is not in docs/problems.md"));
+            assert!(
+                row.contains(&t.status.as_u16().to_string()) && row.contains(t.title),
+                "{urn}: the row must give status {} and title `{}`: {row}",
+                t.status.as_u16(),
+                t.title
+            );
+        }
+        for word in doc
+            .split('`')
+            .filter(|w| w.starts_with("urn:turnpike:problem:"))
+        {
+            let kind = word.trim_start_matches("urn:turnpike:problem:");
+            assert!(
+                kind.is_empty() || kind == "<kind>" || types::ALL.iter().any(|t| t.kind == kind),
+                "docs/problems.md names `{word}`, which is not in the catalogue"
+            );
+        }
+    }
+}

@@ -6,7 +6,7 @@
 use http::{header, HeaderValue, Response, StatusCode};
 use turnpike_core::{Body, Problem};
 
-use crate::wsdl::SoapVersion;
+use crate::names::SoapVersion;
 use crate::xml::escape;
 
 /// Who is at fault.

@@ -17,9 +17,10 @@ use turnpike_core::{
 };
 
 use crate::fault::{fault_response, FaultCode};
+use crate::names::{QName, SoapVersion};
 use crate::quick::Fast;
 use crate::schema::Checked;
-use crate::wsdl::{QName, SoapVersion, Wsdl};
+use crate::wsdl::Wsdl;
 
 /// The fault string of every validation failure.
 pub const FAILURE: &str = "WSDL message validation failed";
