@@ -133,6 +133,5 @@ pub fn client_config(
         vec![b"http/1.1".to_vec()]
     };
     // After the handshake the stream protects records itself (`crate::stream`).
-    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }

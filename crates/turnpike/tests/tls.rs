@@ -24,7 +24,7 @@ async fn tls_client(
         roots.add(c.unwrap()).unwrap();
     }
     let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
+        rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
@@ -452,4 +452,262 @@ api:
         1,
         "one worker, requests one after another: one pooled TLS connection to the backend"
     );
+}
+
+/// Loads the test server certificate and key for a rustls server config.
+fn server_config(pki: &Pki, alpn: &[&[u8]]) -> std::sync::Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+        rustls::pki_types::CertificateDer::pem_file_iter(&pki.server.cert)
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&pki.server.key).unwrap();
+    let mut cfg = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    std::sync::Arc::new(cfg)
+}
+
+/// A TLS backend that answers `GET /big/<n>` with an n-byte body (in records of 16 KiB: the last
+/// one is full when n is a multiple of 16 KiB), and sends one more response nobody asked for
+/// right behind it, in the same flight; any other request gets `good`. Returns its port and how many connections it accepted.
+async fn poisoning_backend(pki: &Pki) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_config(pki, &[b"http/1.1"]));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            // The extra response leaves right behind the body (no Nagle delay).
+            tcp.set_nodelay(true).unwrap();
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => pending.extend_from_slice(&buf[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&pending[..end]).to_string();
+                    pending.drain(..end + 4);
+                    if let Some(n) = head
+                        .strip_prefix("GET /big/")
+                        .and_then(|r| r.split(' ').next())
+                        .and_then(|n| n.parse::<usize>().ok())
+                    {
+                        let h = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+                        tls.write_all(h.as_bytes()).await.unwrap();
+                        tls.write_all(&vec![b'b'; n]).await.unwrap();
+                        tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nEVIL!")
+                            .await
+                            .unwrap();
+                    } else {
+                        tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
+                            .await
+                            .unwrap();
+                    }
+                    if tls.flush().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_tls_connection_with_bytes_the_backend_sent_unasked_is_not_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let (port, accepted) = poisoning_backend(&pki).await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false, threads: 1 }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  target: {{ url: \"https://localhost:{port}\", ssl: {{ truststore: {{ location: {ca} }} }} }}\n",
+        ca = p(&pki.ca),
+    );
+    let gw = TestGateway::start(&yaml);
+    let a = gw.addr();
+    for round in 0..24 {
+        let n = [16384, 32768, 65536, 131072, 1 << 20, 16384 * 3 + 100][round % 6];
+        let big = get(a, &format!("/big/{n}")).await;
+        assert_eq!(
+            (big.status.as_u16(), big.body.len()),
+            (200, n),
+            "round {round}"
+        );
+        for i in 0..3 {
+            let r = get(a, &format!("/small/{i}")).await;
+            assert_eq!(
+                (r.status.as_u16(), r.text()),
+                (200, "good".to_owned()),
+                "round {round}: a client got bytes the backend sent after another's response"
+            );
+        }
+    }
+    // Each poisoned connection was given up; the clean ones were reused.
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) <= 48);
+}
+
+/// The resident memory of this process (the in-process gateway's included), in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Floods the gateway at `addr` with TLS 1.3 KeyUpdate requests (each asks for a KeyUpdate
+/// back), each followed by a little application data (an HTTP/2 PING, or an HTTP/1.1 request)
+/// so that the peer cannot count them as key updates in a row, on `connections` connections
+/// that never read; returns how many connections the gateway ended within 10 s.
+fn key_update_flood(
+    addr: std::net::SocketAddr,
+    ca: &std::path::Path,
+    alpn: &[u8],
+    connections: usize,
+) -> usize {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_file(ca).unwrap())
+        .unwrap();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    let cfg = std::sync::Arc::new(cfg);
+    let mut ended = 0;
+    for _ in 0..connections {
+        let mut sock = std::net::TcpStream::connect(addr).unwrap();
+        let mut conn =
+            rustls::ClientConnection::new(cfg.clone(), "localhost".try_into().unwrap()).unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock).unwrap();
+        }
+        sock.set_write_timeout(Some(std::time::Duration::from_secs(3)))
+            .unwrap();
+        let h2 = alpn == b"h2";
+        if h2 {
+            // The connection preface and an empty SETTINGS frame.
+            let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+            preface.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+            conn.writer().write_all(&preface).unwrap();
+        }
+        // A PING frame, or a request for an empty answer.
+        let app: &[u8] = if h2 {
+            &[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+        } else {
+            b"GET /k HTTP/1.1\r\nHost: x\r\n\r\n"
+        };
+        let started = std::time::Instant::now();
+        for _ in 0..200_000 {
+            if started.elapsed() > std::time::Duration::from_secs(4)
+                || conn.refresh_traffic_keys().is_err()
+                || conn.writer().write_all(app).is_err()
+            {
+                break;
+            }
+            let mut failed = false;
+            while conn.wants_write() {
+                if conn.write_tls(&mut sock).is_err() {
+                    failed = true;
+                    break;
+                }
+            }
+            if failed {
+                break;
+            }
+        }
+        // The gateway ends a connection that only asks for key updates.
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 65536];
+        loop {
+            match sock.read(&mut buf) {
+                Ok(0) => {
+                    ended += 1;
+                    break;
+                }
+                Ok(_) => continue,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break
+                }
+                Err(_) => {
+                    ended += 1;
+                    break;
+                }
+            }
+        }
+    }
+    ended
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_update_floods_keep_memory_bounded_over_http1_and_h2() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    // The gateway answers itself: a recording backend would keep every flooding request.
+    let yaml = format!(
+        "gateway: {{ accessLog: false, timeouts: {{ responseWrite: 2s }} }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  ssl: {{ certificate: {cert}, key: {key} }}\n  flow: [ {{ return: {{ status: 200 }} }} ]\n",
+        cert = p(&pki.server.cert),
+        key = p(&pki.server.key),
+    );
+    let gw = TestGateway::start(&yaml);
+    let addr = gw.addr();
+    let ca = pki.ca.clone();
+    let before = rss_kib();
+    let ended = tokio::task::spawn_blocking(move || {
+        let h1 = key_update_flood(addr, &ca, b"http/1.1", 1);
+        // An HTTP/2 connection whose client reads again after the flood is simply idle.
+        key_update_flood(addr, &ca, b"h2", 1);
+        h1
+    })
+    .await
+    .unwrap();
+    let grown = rss_kib().saturating_sub(before);
+    assert_eq!(ended, 1, "the flooding HTTP/1.1 connection is ended");
+    assert!(
+        grown < 16 * 1024,
+        "memory grew by {grown} KiB during the flood"
+    );
+    // The gateway still serves.
+    let mut client = tls_client(addr, &pki.ca).await;
+    client.ready().await.unwrap();
+    let r = client
+        .send_request(
+            req("GET", "/after")
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }

@@ -4,44 +4,55 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use rustls::client::UnbufferedClientConnection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use turnpike_tls::TlsStream;
+use turnpike_tls::ClientStream;
 
 /// The stream of one backend connection.
 pub enum Io {
     /// Cleartext TCP.
     Tcp(TcpStream),
     /// TLS over TCP (boxed: the TLS state is large and connections move between pool and body).
-    Tls(Box<TlsStream<TcpStream, UnbufferedClientConnection>>),
+    Tls(Box<ClientStream>),
 }
 
 impl Io {
     fn tcp(&self) -> &TcpStream {
         match self {
             Io::Tcp(s) => s,
-            Io::Tls(s) => s.get_ref().0,
+            Io::Tls(s) => s.tcp(),
         }
     }
 
     /// True when an idle connection can still carry a request: the backend has neither closed
-    /// it nor sent anything unasked, and TLS does not have to close it soon. Costs no system
-    /// call unless the socket became readable while the connection sat in the pool (the reactor
-    /// records that for free).
+    /// it nor sent anything unasked, and no byte of it waits anywhere (in the socket; for TLS
+    /// also a record not received whole or plaintext not read, which would otherwise be taken
+    /// for the start of the next response). Costs no system call unless the socket became
+    /// readable while the connection sat in the pool (the reactor records that for free).
     pub fn is_reusable(&mut self) -> bool {
         if let Io::Tls(s) = self {
-            if !s.can_carry_more() {
+            // A TLS connection's socket is asked directly (one `recv(MSG_PEEK)`): what the
+            // backend sent may be there although the reactor has not reported it yet, and the
+            // TLS layer must see it before the connection is judged idle.
+            if !s.is_idle() {
                 return false;
             }
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut byte = [0u8; 1];
+            let mut peek = ReadBuf::new(&mut byte);
+            return match s.tcp().poll_peek(&mut cx, &mut peek) {
+                Poll::Pending => true,
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => false,
+                // A post-handshake message (a session ticket) is consumed without data.
+                Poll::Ready(Ok(_)) => s.read_would_wait() && s.is_idle(),
+            };
         }
         let mut cx = Context::from_waker(Waker::noop());
         match self.tcp().poll_read_ready(&mut cx) {
             Poll::Pending => true,
             Poll::Ready(Err(_)) => false,
             Poll::Ready(Ok(())) => {
-                // End of stream, bytes nobody asked for, or (TLS) a post-handshake message such
-                // as a session ticket, which the TLS layer consumes without yielding data.
+                // End of stream, or bytes nobody asked for.
                 let mut scratch = [0u8; 64];
                 let mut buf = ReadBuf::new(&mut scratch);
                 matches!(Pin::new(self).poll_read(&mut cx, &mut buf), Poll::Pending)

@@ -37,6 +37,41 @@ use turnpike_snapshot::{Settings, Transport};
 use crate::exec::LocalExec;
 
 pub use h1::H1Error;
+
+/// Entry points of the HTTP/1.1 client's parsers, for the fuzzer.
+#[doc(hidden)]
+pub mod fuzzing {
+    use bytes::BytesMut;
+
+    /// Parses `bytes` as a response head; a head that parses has a framing and leaves the rest
+    /// of `bytes` in place.
+    pub fn response_head(bytes: &[u8], head_request: bool) {
+        let mut buf = BytesMut::from(bytes);
+        if let Ok(Some(_)) = super::h1::parse_head(&mut buf, head_request, 64 << 10) {
+            assert!(buf.len() < bytes.len(), "a head was parsed from no bytes");
+        }
+    }
+
+    /// Decodes `bytes` as a chunked body given in two pieces (cut at `cut`), and checks that
+    /// the data decoded is never more than the bytes given.
+    pub fn chunked_body(bytes: &[u8], cut: usize) {
+        let cut = cut.min(bytes.len());
+        let mut d = super::h1_body::ChunkedDecoder::default();
+        let mut buf = BytesMut::from(&bytes[..cut]);
+        let mut data = 0usize;
+        for more in [&bytes[cut..], &[][..]] {
+            loop {
+                match d.decode(&mut buf) {
+                    Ok(super::h1_body::Step::Data(b)) => data += b.len(),
+                    Ok(super::h1_body::Step::NeedMore) => break,
+                    Ok(_) | Err(_) => return assert!(data <= bytes.len()),
+                }
+            }
+            buf.extend_from_slice(more);
+        }
+        assert!(data <= bytes.len());
+    }
+}
 use h1::{Conn, Prepared, ResponseFraming};
 use h1_body::{ResponseBody, Returns};
 use io::Io;
@@ -401,7 +436,7 @@ impl UpstreamPool {
                         })
                     }
                 };
-                let h2 = transport.http2 && tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                let h2 = transport.http2 && tls.session().alpn_protocol() == Some(b"h2");
                 if transport.http2 && !h2 {
                     return Err(UpstreamError::Tls {
                         authority: authority.clone(),

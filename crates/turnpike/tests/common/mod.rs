@@ -350,7 +350,7 @@ pub async fn start_tls_backend(cert: &std::path::Path, key: &std::path::Path, h2
             .map(|c| c.unwrap())
             .collect();
     let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
