@@ -35,6 +35,10 @@ if [ "$mode" = "--test" ]; then
   command -v xmllint >/dev/null || need+=(libxml2-utils)
   command -v python3 >/dev/null || need+=(python3)
   command -v ss >/dev/null || need+=(iproute2)
+  # Slow-client attacks (slowloris, slow body, slow read) against the gateway's timeouts.
+  command -v slowhttptest >/dev/null || need+=(slowhttptest)
+  # cargo fuzz builds libFuzzer (C++).
+  command -v c++ >/dev/null || need+=(g++)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 fi
 if [ ${#need[@]} -gt 0 ]; then

@@ -6,7 +6,7 @@ use http::Method;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
 use turnpike_core::router::{HostPattern, PathSpec};
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
-use turnpike_policies::{answers_itself, Consumers};
+use turnpike_policies::{answers_itself, checks_soap, Consumers};
 use turnpike_snapshot::Api;
 use turnpike_soap::{Wsdl, WsdlPublisher};
 
@@ -126,7 +126,13 @@ pub(crate) fn compile_plain_api(
             name,
             chain: Chain::new(steps),
             target,
-            errors: wsdl.map(|_| turnpike_soap::fault::soap_faults()),
+            errors: if wsdl.is_some() {
+                Some(turnpike_soap::fault::soap_faults())
+            } else if checks_soap(&api.flow) || set.globals.iter().any(|g| checks_soap(&g.value)) {
+                Some(turnpike_soap::fault::soap_aware())
+            } else {
+                None
+            },
         },
     ))
 }

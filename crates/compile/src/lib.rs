@@ -67,6 +67,25 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         if settings.max_header_size < 8192 {
             errors.push(origin.error("gateway.limits.maxHeaderSize", "must be at least 8KB"));
         }
+        if let Some(h) = set
+            .gateway
+            .request_id
+            .as_ref()
+            .and_then(|r| r.header.as_deref())
+        {
+            if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                errors.push(origin.error(
+                    "gateway.requestId.header",
+                    format!("`{h}` is not a header name"),
+                ));
+            }
+        }
+        if settings.max_uri_length < 256 {
+            errors.push(origin.error("gateway.limits.maxUriLength", "must be at least 256 bytes"));
+        }
+        if settings.max_connections_per_ip == Some(0) {
+            errors.push(origin.error("gateway.limits.maxConnectionsPerIp", "must be at least 1"));
+        }
     }
     let consumers = Arc::new(flow::compile_consumers(set, &mut errors));
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
@@ -83,10 +102,28 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .iter()
         .map(|a| (a, None))
         .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+    // Where each route was first configured: two APIs that take the same requests are an error.
+    let mut first_at: HashMap<(SocketAddr, String), turnpike_config::Location> = HashMap::new();
     for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
         for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
+            let here = located.origin.key_at(&located.key);
+            match first_at.entry((addr, route_key(&spec))) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    errors.push(located.error(
+                        "",
+                        format!(
+                            "this API takes the same requests (port, host, method and path) as the one at {}",
+                            first.get()
+                        ),
+                    ));
+                    continue;
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(here);
+                }
+            }
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
@@ -194,6 +231,13 @@ fn compile_api(
     api::compile_plain_api(located, wsdl, set, consumers, errors)
         .map(|(r, a)| vec![(r, a, None)])
         .unwrap_or_default()
+}
+
+/// What a route matches, as a comparable key: hosts (in any order), method and path.
+fn route_key(spec: &RouteSpec) -> String {
+    let mut hosts: Vec<String> = spec.hosts.iter().map(|h| format!("{h:?}")).collect();
+    hosts.sort();
+    format!("{hosts:?} {:?} {:?}", spec.method, spec.path)
 }
 
 /// One compiled route of an API: its route, the API, and the spec it was deployed from.

@@ -9,6 +9,7 @@ use turnpike_snapshot::{Http2Limits, Settings};
 pub fn settings(g: &GatewaySettings) -> Settings {
     let limits = g.limits.clone().unwrap_or_default();
     let t = g.timeouts.clone().unwrap_or_default();
+    let request_id = g.request_id.clone().unwrap_or_default();
     let d = |v: Option<turnpike_config::units::Duration>, def: u64| {
         v.map_or(Duration::from_secs(def), |d| d.0)
     };
@@ -20,9 +21,19 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         max_header_size: limits.max_header_size.map_or(64 << 10, |s| s.0 as usize),
         max_headers: limits.max_headers.unwrap_or(100),
         max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),
+        max_uri_length: limits.max_uri_length.map_or(8 << 10, |s| s.0 as usize),
+        max_connections_per_ip: limits.max_connections_per_ip,
+        request_id_header: request_id
+            .header
+            .as_deref()
+            .and_then(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
+            .unwrap_or(http::HeaderName::from_static("x-request-id")),
+        trust_incoming_request_id: request_id.trust_incoming.0,
         connect_timeout: d(t.connect, 5),
         upstream_timeout: d(t.upstream, 60),
         header_read_timeout: d(t.header_read, 30),
+        body_read_timeout: d(t.body_read, 30),
+        response_write_timeout: d(t.response_write, 30),
         upstream_idle_timeout: d(t.upstream_idle, 90),
         shutdown_timeout: d(t.shutdown, 30),
         http2: {

@@ -76,3 +76,22 @@ fn authentication_cannot_stand_in_a_consumer_flow() {
     );
     assert!(err.0[0].message.contains("consumer's flow"), "{err}");
 }
+
+#[test]
+fn two_apis_taking_the_same_requests_are_an_error_naming_both() {
+    let err = errors(
+        "api:\n  port: 2000\n  path: { uri: /a }\n  flow: [ { return: {} } ]\n---\napi:\n  port: 2000\n  path: { uri: /a }\n  flow: [ { return: {} } ]\n---\napi:\n  port: 2001\n  path: { uri: /a }\n  flow: [ { return: {} } ]\n",
+    );
+    assert_eq!(err.0.len(), 1, "{err}");
+    let e = &err.0[0];
+    assert_eq!(e.location.line, 6, "{e}");
+    assert!(
+        e.message.contains("same requests") && e.message.contains("t.yaml:1:1"),
+        "{e}"
+    );
+    // Other hosts or methods make other routes.
+    let ok = errors(
+        "api:\n  port: 2000\n  host: a.example\n  flow: [ { return: {} } ]\n---\napi:\n  port: 2000\n  host: b.example\n  flow: [ { return: {} } ]\n---\napi:\n  port: 2000\n  host: b.example\n  method: POST\n  flow: [ { return: {} } ]\n",
+    );
+    assert!(ok.is_empty(), "{ok}");
+}

@@ -18,7 +18,12 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)?;
+        if self.line == 0 {
+            // Not a place inside a file (a file that cannot be read): the file alone.
+            write!(f, "{}", self.file.display())?;
+        } else {
+            write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)?;
+        }
         if !self.key.is_empty() {
             write!(f, ": {}", self.key)?;
         }
@@ -110,5 +115,22 @@ impl std::error::Error for ConfigErrors {}
 impl From<ConfigError> for ConfigErrors {
     fn from(e: ConfigError) -> Self {
         ConfigErrors(vec![e])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_without_a_line_is_the_file_alone() {
+        let at = |line| Location {
+            file: PathBuf::from("gw.yaml"),
+            line,
+            column: 3,
+            key: String::new(),
+        };
+        assert_eq!(at(0).to_string(), "gw.yaml");
+        assert_eq!(at(4).to_string(), "gw.yaml:4:3");
     }
 }

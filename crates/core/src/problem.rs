@@ -51,6 +51,10 @@ pub mod types {
         BAD_REQUEST = ("bad-request", BAD_REQUEST, "Bad request", "bad request");
         /// The request body broke off or its framing is invalid.
         BAD_BODY = ("bad-body", BAD_REQUEST, "The request body could not be read", "bad body");
+        /// The request target is longer than `limits.maxUriLength`.
+        URI_TOO_LONG = ("uri-too-long", URI_TOO_LONG, "Request target too long", "uri too long");
+        /// The client paused longer than `timeouts.bodyRead` while sending the request body.
+        BODY_TIMEOUT = ("body-timeout", REQUEST_TIMEOUT, "The request body did not arrive in time", "body timeout");
         /// The request body is larger than `limits.maxBodySize` or a `requestSizeLimit`.
         BODY_TOO_LARGE = ("body-too-large", PAYLOAD_TOO_LARGE, "Request body too large", "body too large");
         /// A `rewriter` produced a path that is not a valid URI path.

@@ -24,6 +24,9 @@ pub trait PolicyFactory: Policy + Sized {
     /// True when the policy answers every request it sees, so that an API whose flow has it on
     /// the request path needs no target.
     const ANSWERS: bool = false;
+    /// True when the policy checks SOAP messages: an API whose flow has it answers SOAP
+    /// requests with SOAP faults (and others with problem+json).
+    const SOAP: bool = false;
     /// The settings as written under the policy's name (`deny_unknown_fields`, documented
     /// fields: they become the JSON Schema).
     type Settings: serde::de::DeserializeOwned + schemars::JsonSchema;
@@ -111,6 +114,8 @@ pub struct PolicyKind {
     pub authenticates: bool,
     /// See [`PolicyFactory::ANSWERS`].
     pub answers: bool,
+    /// See [`PolicyFactory::SOAP`].
+    pub soap: bool,
     /// The JSON Schema of the settings (a reference into the generator's definitions).
     pub schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
     /// Parses the settings (`parse` reports every error with its key) and compiles them.
@@ -138,6 +143,7 @@ impl PolicyKind {
             top_level_only: P::TOP_LEVEL_ONLY,
             authenticates: P::AUTHENTICATES,
             answers: P::ANSWERS,
+            soap: P::SOAP,
             schema: schema_of::<P::Settings>,
             compile: compile_as::<P>,
         }

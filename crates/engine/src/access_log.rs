@@ -27,6 +27,8 @@ pub struct AccessRecord<'a> {
     pub error: Option<&'a str>,
     /// The consumer an auth policy identified.
     pub consumer: Option<&'a str>,
+    /// The request id (also in the response and sent to the backend).
+    pub request_id: &'a str,
 }
 
 /// Writes `r` as one JSON line to stdout. Errors writing the log are ignored (the request has been
@@ -36,7 +38,7 @@ pub fn write(r: &AccessRecord<'_>) {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
-    let mut obj = serde_json::Map::with_capacity(9);
+    let mut obj = serde_json::Map::with_capacity(10);
     obj.insert("ts".into(), ts.into());
     obj.insert("client".into(), r.client.ip().to_string().into());
     obj.insert("method".into(), r.method.as_str().into());
@@ -58,6 +60,7 @@ pub fn write(r: &AccessRecord<'_>) {
     if let Some(e) = r.error {
         obj.insert("error".into(), e.into());
     }
+    obj.insert("requestId".into(), r.request_id.into());
     let mut line = serde_json::Value::Object(obj).to_string();
     line.push('\n');
     let _ = std::io::stdout().lock().write_all(line.as_bytes());

@@ -89,15 +89,17 @@ impl Gateway {
             opened.push((key, sockets));
         }
         let snapshot = Arc::new(ArcSwap::from_pointee(snap));
+        let per_ip = crate::slow::PerIp::default();
         let mut workers = Vec::with_capacity(threads);
         for id in 0..threads {
             let (tx, rx) = mpsc::unbounded_channel();
             let snap = Arc::clone(&snapshot);
             let s = settings.clone();
+            let per_ip = per_ip.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("turnpike-worker-{id}"))
                 .spawn(move || {
-                    if let Err(e) = worker::run(id, snap, s, rx) {
+                    if let Err(e) = worker::run(id, snap, s, per_ip, rx) {
                         tracing::error!(worker = id, "worker failed to start: {e}");
                     }
                 })

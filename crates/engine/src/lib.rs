@@ -18,11 +18,14 @@ pub mod listener;
 pub mod plain_io;
 pub mod proxy;
 pub mod shutdown;
+pub mod slow;
 pub mod upstream;
 pub mod worker;
 
 pub use gateway::{ApplyError, Compiled, Compiler, Gateway};
 pub use turnpike_snapshot::{Settings, Snapshot};
+#[doc(hidden)]
+pub use upstream::fuzzing;
 
 #[cfg(test)]
 mod test_support {

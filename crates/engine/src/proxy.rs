@@ -1,6 +1,6 @@
-//! The request path, as its phases: [`route`](route) → [`read_body`](read_body) →
-//! [`request_phase`](request_phase) → [`forward`](forward) (or the policy's answer) →
-//! [`response_phase`](response_phase) → [`finish`](RequestLog::finish). Each phase returns its
+//! The request path, as its phases: [`route`](route) → [`read_body`](read_body) (and
+//! [`buffer_body`](buffer_body)) → [`request_phase`](request_phase) → [`forward`](forward) (or
+//! the policy's answer) → [`response_phase`](response_phase) → [`finish`](RequestLog::finish). Each phase returns its
 //! result or the [`Problem`] that ends it; the one exit point renders problems in the request's
 //! [`ErrorFormat`] (problem+json, a gRPC status for gRPC requests, the API's SOAP faults) and
 //! writes the access log. WebSocket (and other HTTP/1.1) upgrades are forwarded, then tunnelled
@@ -25,7 +25,8 @@ use turnpike_snapshot::{Api, Settings, Snapshot, Target};
 use crate::access_log::{self, AccessRecord};
 use crate::conn::ConnInfo;
 use crate::headers::{remove_hop_by_hop, Forwarded};
-use crate::upstream::{UpstreamError, UpstreamPool};
+use crate::slow::{BodyTimeout, TimedBody};
+use crate::upstream::{H1Error, UpstreamError, UpstreamPool};
 
 /// What a worker needs to serve a request besides the snapshot.
 pub struct RequestContext<'a> {
@@ -50,8 +51,51 @@ fn is_upgrade(req: &Request<Incoming>) -> bool {
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+/// The request id of an exchange: the trusted one the request carries, or a new one. A new
+/// id is a per-process random prefix and a per-worker counter (the worker's index in its top
+/// bits), in 20 hex digits: unique in the process, and across restarts with high likelihood.
+fn request_id(req: &Request<Incoming>, settings: &Settings) -> HeaderValue {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    if settings.trust_incoming_request_id {
+        if let Some(v) = req.headers().get(&settings.request_id_header) {
+            let ok = !v.is_empty()
+                && v.len() <= 200
+                && v.as_bytes().iter().all(|b| b.is_ascii_graphic());
+            if ok {
+                return v.clone();
+            }
+        }
+    }
+    static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    static WORKERS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static NEXT: Cell<u64> = Cell::new(WORKERS.fetch_add(1, Ordering::Relaxed) << 40);
+    }
+    let prefix = *PREFIX.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
+    });
+    let n = NEXT.with(|c| {
+        let n = c.get();
+        c.set(n.wrapping_add(1));
+        n
+    });
+    let mut text = [0u8; 20];
+    let digits = b"0123456789abcdef";
+    let word = (u128::from(prefix) << 48) | u128::from(n & 0xffff_ffff_ffff);
+    for (i, d) in text.iter_mut().enumerate() {
+        *d = digits[((word >> (4 * (19 - i))) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0"))
+}
+
 /// What one request's phases learned, for the answer and the access log.
 struct Served {
+    /// The request id (in the response, to the backend, in the log).
+    request_id: HeaderValue,
     /// How the gateway's own answers are written (refined once the API is known).
     format: ErrorFormat,
     /// The API that took the request.
@@ -65,109 +109,149 @@ struct Served {
 }
 
 impl Served {
-    /// Records `problem` as the request's error and renders it.
+    /// Records `problem` as the request's error and renders it, with the request id.
     fn reject(&mut self, problem: Problem) -> Response<Body> {
         self.error = Some(problem.ty.log);
-        self.format.render(problem)
+        let id = self.request_id.to_str().unwrap_or("").to_owned();
+        self.format
+            .render(problem.with_member("requestId", id.into()))
     }
 }
 
-/// Serves one request against `snap`. Never fails: errors become problem responses.
+/// Ends the phases with `served`'s rendering of a problem when a phase fails.
+macro_rules! phase {
+    ($phases:lifetime, $served:ident, $result:expr) => {
+        match $result {
+            Ok(v) => v,
+            Err(problem) => break $phases $served.reject(problem),
+        }
+    };
+}
+
+/// Serves one request against `snap`. Never fails: errors become problem responses. The phases
+/// run in one labelled block (one future, whose state is not moved between phases); a phase
+/// that fails ends the block with its problem rendered, the one exit point.
 pub async fn serve(
     snap: Arc<Snapshot>,
     ctx: RequestContext<'_>,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let log = RequestLog::start(snap.settings.access_log, ctx.conn.peer, &req);
+    let settings = &snap.settings;
+    let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
     let version = req.version();
     let mut served = Served {
+        request_id: request_id(&req, settings),
         format: ErrorFormat::of(req.headers(), None),
         api: None,
         upstream_status: None,
         error: None,
         consumer: None,
     };
-    let response = match phases(&snap, &ctx, req, &mut served).await {
-        Ok(response) => response,
-        Err(problem) => served.reject(problem),
+    let mut response = 'phases: {
+        let (api, params) = phase!('phases, served, route(&snap, ctx.listener, &req));
+        served.api = Some(Arc::clone(&api));
+        if api.errors.is_some() {
+            served.format = ErrorFormat::of(req.headers(), api.errors.as_ref());
+        }
+        let upgrade = is_upgrade(&req);
+        let (mut parts, body) = req.into_parts();
+        let client_upgrade = if upgrade {
+            parts.extensions.remove::<OnUpgrade>()
+        } else {
+            None
+        };
+        let body = phase!('phases, served, read_body(settings, &mut parts, body).await);
+        let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
+        if let Some(subject) = &ctx.conn.client_cert {
+            ex.extensions.insert(ClientCertificate {
+                subject: subject.to_string(),
+            });
+        }
+        if api.chain.body_need() == BodyNeed::Buffer {
+            phase!('phases, served, buffer_body(&api.chain, &mut ex, settings.max_body_size).await);
+        }
+        let (response, end, backend_upgrade) = match request_phase(&api.chain, &mut ex).await {
+            RequestEnd::Answered { at, outcome } => {
+                let response = match outcome {
+                    Outcome::Respond(r) => r,
+                    Outcome::Reject(p) => served.reject(p),
+                    Outcome::Continue | Outcome::Wait(_) => {
+                        served.reject(Problem::new(&problems::INTERNAL))
+                    }
+                };
+                (response, at, None)
+            }
+            RequestEnd::Forward | RequestEnd::Wait { .. } => match &api.target {
+                Some(target) => {
+                    let how = Forwarding {
+                        request_id: (&settings.request_id_header, &served.request_id),
+                        timeout: settings.upstream_timeout,
+                        keep_request: api.chain.response_needs_request(),
+                        upgrade: client_upgrade.is_some(),
+                    };
+                    match forward(&mut ex, target, &ctx, how).await {
+                        Ok((res, up)) => {
+                            served.upstream_status = Some(res.status());
+                            (res, usize::MAX, up)
+                        }
+                        Err(problem) => {
+                            let what = problem.detail.as_deref().unwrap_or(problem.ty.log);
+                            let id = served.request_id.to_str().unwrap_or("");
+                            if problem.status.is_server_error() {
+                                tracing::warn!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
+                            } else {
+                                tracing::info!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
+                            }
+                            (served.reject(problem), usize::MAX, None)
+                        }
+                    }
+                }
+                // Compilation guarantees a target or an answering flow; reaching here means a
+                // conditional answer did not fire.
+                None => (
+                    served.reject(Problem::new(&problems::NO_TARGET)),
+                    usize::MAX,
+                    None,
+                ),
+            },
+        };
+        let mut response =
+            response_phase(&api.chain, &mut ex, response, end, settings, &mut served).await;
+        served.consumer = ex.identity().and_then(|i| i.consumer.clone());
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            match (client_upgrade, backend_upgrade) {
+                (Some(client), Some(backend)) => tunnel(client, backend),
+                _ => {
+                    response = served.reject(
+                        Problem::new(&problems::UPSTREAM_ERROR)
+                            .with_detail("the backend switched protocols unasked"),
+                    );
+                }
+            }
+        }
+        response
     };
+    response.headers_mut().insert(
+        settings.request_id_header.clone(),
+        served.request_id.clone(),
+    );
     log.finish(response, &served, version)
 }
 
-/// The phases of one request; a problem ends them early.
-async fn phases(
-    snap: &Snapshot,
-    ctx: &RequestContext<'_>,
-    req: Request<Incoming>,
-    served: &mut Served,
-) -> Result<Response<Body>, Problem> {
-    let (api, params) = route(snap, ctx.listener, &req)?;
-    served.api = Some(Arc::clone(&api));
-    if api.errors.is_some() {
-        served.format = ErrorFormat::of(req.headers(), api.errors.as_ref());
-    }
-    let settings = &snap.settings;
-    let (mut ex, client_upgrade) = read_body(&api, settings, ctx, req, params).await?;
-    let (response, end, backend_upgrade) = match request_phase(&api.chain, &mut ex).await {
-        RequestEnd::Answered { at, outcome } => {
-            let response = match outcome {
-                Outcome::Respond(r) => r,
-                Outcome::Reject(p) => served.reject(p),
-                Outcome::Continue | Outcome::Wait(_) => {
-                    served.reject(Problem::new(&problems::INTERNAL))
-                }
-            };
-            (response, at, None)
-        }
-        RequestEnd::Forward | RequestEnd::Wait { .. } => match &api.target {
-            Some(target) => {
-                let how = Forwarding {
-                    timeout: settings.upstream_timeout,
-                    keep_request: api.chain.response_needs_request(),
-                    upgrade: client_upgrade.is_some(),
-                };
-                match forward(&mut ex, target, ctx, how).await {
-                    Ok((res, up)) => {
-                        served.upstream_status = Some(res.status());
-                        (res, usize::MAX, up)
-                    }
-                    Err(problem) => {
-                        tracing::warn!(api = %api.name, uri = %ex.original_uri, "{}", problem.detail.as_deref().unwrap_or(problem.ty.log));
-                        (served.reject(problem), usize::MAX, None)
-                    }
-                }
-            }
-            // Compilation guarantees a target or an answering flow; reaching here means a
-            // conditional answer did not fire.
-            None => (
-                served.reject(Problem::new(&problems::NO_TARGET)),
-                usize::MAX,
-                None,
-            ),
-        },
-    };
-    let mut response = response_phase(&api.chain, &mut ex, response, end, settings, served).await;
-    served.consumer = ex.identity().and_then(|i| i.consumer.clone());
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        match (client_upgrade, backend_upgrade) {
-            (Some(client), Some(backend)) => tunnel(client, backend),
-            _ => {
-                response = served.reject(
-                    Problem::new(&problems::UPSTREAM_ERROR)
-                        .with_detail("the backend switched protocols unasked"),
-                );
-            }
-        }
-    }
-    Ok(response)
-}
-
-/// Route: the API of this listener that takes the request, and its path parameters.
+/// Route: the API of this listener that takes the request, and its path parameters (a target
+/// longer than `limits.maxUriLength` is refused first).
 fn route(
     snap: &Snapshot,
     listener: SocketAddr,
     req: &Request<Incoming>,
 ) -> Result<(Arc<Api>, PathParams), Problem> {
+    let target_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target_len > snap.settings.max_uri_length {
+        return Err(Problem::new(&problems::URI_TOO_LONG).with_detail(format!(
+            "the request target has {target_len} bytes; the limit is {}",
+            snap.settings.max_uri_length
+        )));
+    }
     let host = req
         .headers()
         .get(header::HOST)
@@ -186,23 +270,13 @@ fn route(
         })
 }
 
-/// Read body: starts the exchange, checking the announced body size, and reads the body into
-/// memory when the chain needs it (feeding the chain's body inspectors as it arrives). Returns
-/// the exchange and, for an upgrade request, the client side of the upgrade.
+/// Read body: the request body as it goes on, with its announced size checked and its
+/// pauses bounded; a chunked body on GET or HEAD is read whole (`parts` gets its length).
 async fn read_body(
-    api: &Api,
     settings: &Settings,
-    ctx: &RequestContext<'_>,
-    req: Request<Incoming>,
-    params: PathParams,
-) -> Result<(Exchange, Option<OnUpgrade>), Problem> {
-    let upgrade = is_upgrade(&req);
-    let (mut parts, body) = req.into_parts();
-    let client_upgrade = if upgrade {
-        parts.extensions.remove::<OnUpgrade>()
-    } else {
-        None
-    };
+    parts: &mut http::request::Parts,
+    body: Incoming,
+) -> Result<Body, Problem> {
     // Request body limit: announced sizes are checked now, streamed ones as they arrive.
     let limit = settings.max_body_size;
     let announced = parts
@@ -222,11 +296,12 @@ async fn read_body(
             remaining: limit,
         },
     };
+    let body = TimedBody::wrap(body, settings.body_read_timeout);
     // A streamed (chunked) body on GET or HEAD would not be sent on by the HTTP/1.1 client
     // (those methods get no implicit body framing), so such a body is read in full first: it is
     // forwarded with a Content-Length, and malformed chunked framing is refused here instead of
     // being silently dropped.
-    let body = if matches!(parts.method, http::Method::GET | http::Method::HEAD)
+    if matches!(parts.method, http::Method::GET | http::Method::HEAD)
         && parts.headers.contains_key(header::TRANSFER_ENCODING)
     {
         let bytes = Box::pin(buffer(body, limit)).await?;
@@ -234,30 +309,26 @@ async fn read_body(
         parts
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-        Body::Full(Some(bytes))
+        return Ok(Body::Full(Some(bytes)));
+    }
+    Ok(body)
+}
+
+/// Reads the request body into memory for a chain that needs it, feeding the chain's body
+/// inspectors as it arrives (the first inspector's error is the answer).
+async fn buffer_body(chain: &Chain, ex: &mut Exchange, limit: u64) -> Result<(), Problem> {
+    let mut inspectors = chain.body_inspectors();
+    let body = std::mem::take(&mut ex.request_body);
+    let bytes = if inspectors.is_empty() {
+        Box::pin(buffer(body, limit)).await?
     } else {
-        body
+        Box::pin(buffer_inspected(body, limit, &mut inspectors)).await?
     };
-    let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
-    if let Some(subject) = &ctx.conn.client_cert {
-        ex.extensions.insert(ClientCertificate {
-            subject: subject.to_string(),
-        });
+    ex.request_body = Body::Full(Some(bytes));
+    if !inspectors.is_empty() {
+        ex.extensions.insert(BodyInspected);
     }
-    if api.chain.body_need() == BodyNeed::Buffer {
-        let mut inspectors = api.chain.body_inspectors();
-        let body = std::mem::take(&mut ex.request_body);
-        let bytes = if inspectors.is_empty() {
-            Box::pin(buffer(body, limit)).await?
-        } else {
-            Box::pin(buffer_inspected(body, limit, &mut inspectors)).await?
-        };
-        ex.request_body = Body::Full(Some(bytes));
-        if !inspectors.is_empty() {
-            ex.extensions.insert(BodyInspected);
-        }
-    }
-    Ok((ex, client_upgrade))
+    Ok(())
 }
 
 /// Request phase: the chain's request steps in order, awaiting the steps that wait for I/O.
@@ -369,7 +440,10 @@ async fn buffer(body: Body, limit: u64) -> Result<bytes::Bytes, Problem> {
 }
 
 fn read_error(e: &turnpike_core::body::BodyError, limit: u64) -> Problem {
-    if e.downcast_ref::<BodyTooLarge>().is_some() {
+    if e.downcast_ref::<BodyTimeout>().is_some() {
+        Problem::new(&problems::BODY_TIMEOUT)
+            .with_header(header::CONNECTION, HeaderValue::from_static("close"))
+    } else if e.downcast_ref::<BodyTooLarge>().is_some() {
         Problem::new(&problems::BODY_TOO_LARGE)
             .with_detail(format!("the body exceeds the limit of {limit} bytes"))
     } else {
@@ -419,7 +493,9 @@ async fn buffer_inspected(
 }
 
 /// How one request is forwarded.
-struct Forwarding {
+struct Forwarding<'a> {
+    /// The request id's header and value, sent to the backend.
+    request_id: (&'a http::HeaderName, &'a HeaderValue),
     /// Time allowed for the backend's response head.
     timeout: std::time::Duration,
     /// The response phase reads the request, so the exchange keeps a copy of the request head
@@ -435,7 +511,7 @@ async fn forward(
     ex: &mut Exchange,
     target: &Target,
     ctx: &RequestContext<'_>,
-    how: Forwarding,
+    how: Forwarding<'_>,
 ) -> Result<(Response<Body>, Option<OnUpgrade>), Problem> {
     let transport = target.transport();
     let bad = |_: http::Error| {
@@ -480,6 +556,9 @@ async fn forward(
         None
     };
     remove_hop_by_hop(&mut parts.headers);
+    parts
+        .headers
+        .insert(how.request_id.0.clone(), how.request_id.1.clone());
     if te_trailers {
         // The one TE value that may cross (gRPC needs it).
         parts
@@ -549,15 +628,28 @@ async fn forward(
 }
 
 /// The problem for a failed backend exchange. What the client learns is the kind of failure;
-/// the backend's address and the error itself go to the log.
+/// the backend's address and the error itself go to the log. A request body that broke off or
+/// whose framing is bad is the client's failure, not the backend's: 400 (the connection to the
+/// backend, which got a truncated request, is closed, and so is the client's).
 fn classify(e: &UpstreamError, target: &Target) -> Problem {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.downcast_ref::<BodyTooLarge>().is_some() {
             return Problem::new(&problems::BODY_TOO_LARGE)
-                .with_detail("the request body exceeds the configured limit");
+                .with_detail("the request body exceeds the configured limit")
+                .with_header(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        if s.downcast_ref::<BodyTimeout>().is_some() {
+            return Problem::new(&problems::BODY_TIMEOUT)
+                .with_header(header::CONNECTION, HeaderValue::from_static("close"));
         }
         source = s.source();
+    }
+    if let UpstreamError::H1(H1Error::RequestBody(_) | H1Error::RequestBodyLength) = e {
+        tracing::info!("request body from the client: {}", error_chain(e));
+        return Problem::new(&problems::BAD_BODY)
+            .with_detail("the body broke off or its chunked framing is invalid")
+            .with_header(header::CONNECTION, HeaderValue::from_static("close"));
     }
     tracing::warn!(backend = %target.authority(), "{}", error_chain(e));
     match e {
@@ -621,6 +713,7 @@ impl RequestLog {
                 upstream_status: served.upstream_status,
                 error: served.error,
                 consumer: served.consumer.as_deref(),
+                request_id: served.request_id.to_str().unwrap_or(""),
             });
         }
         response

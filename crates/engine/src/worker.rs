@@ -24,6 +24,7 @@ use crate::exec::LocalExec;
 use crate::plain_io::PlainStream;
 use crate::proxy::{self, RequestContext};
 use crate::shutdown::{until_done, Shutdown};
+use crate::slow::{PerIp, WriteTimeout};
 use crate::upstream::{self, UpstreamPool};
 
 /// What the control plane tells a worker.
@@ -41,6 +42,7 @@ pub enum Command {
 
 struct Worker {
     snapshot: Arc<ArcSwap<Snapshot>>,
+    per_ip: PerIp,
     client: RefCell<Rc<UpstreamPool>>,
     settings: RefCell<Settings>,
     shutdown: Rc<Shutdown>,
@@ -53,13 +55,14 @@ pub fn run(
     id: usize,
     snapshot: Arc<ArcSwap<Snapshot>>,
     settings: Settings,
+    per_ip: PerIp,
     commands: mpsc::UnboundedReceiver<Command>,
 ) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, main_loop(id, snapshot, settings, commands));
+    local.block_on(&rt, main_loop(id, snapshot, settings, per_ip, commands));
     Ok(())
 }
 
@@ -67,10 +70,12 @@ async fn main_loop(
     id: usize,
     snapshot: Arc<ArcSwap<Snapshot>>,
     settings: Settings,
+    per_ip: PerIp,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let worker = Rc::new(Worker {
         snapshot,
+        per_ip,
         client: RefCell::new(Rc::new(UpstreamPool::new(&settings))),
         settings: RefCell::new(settings),
         shutdown: Rc::new(Shutdown::default()),
@@ -156,8 +161,23 @@ async fn accept_loop(worker: Rc<Worker>, key: SocketAddr, listener: TcpListener)
                 continue;
             }
         };
+        let max = worker.settings.borrow().max_connections_per_ip;
+        let counted = match max {
+            None => None,
+            Some(max) => match worker.per_ip.admit(peer.ip(), max) {
+                Some(c) => Some(c),
+                None => {
+                    tracing::debug!(%peer, "connection refused: {max} open from this IP already");
+                    continue;
+                }
+            },
+        };
         let _ = stream.set_nodelay(true);
-        tokio::task::spawn_local(serve_connection(worker.clone(), key, stream, peer));
+        let worker = worker.clone();
+        tokio::task::spawn_local(async move {
+            serve_connection(worker, key, stream, peer).await;
+            drop(counted);
+        });
     }
 }
 
@@ -199,7 +219,10 @@ async fn serve_connection(
             .get(&key)
             .map_or((None, false), |l| (l.tls.clone(), l.h2c))
     };
-    let header_timeout = worker.settings.borrow().header_read_timeout;
+    let (header_timeout, write_timeout) = {
+        let s = worker.settings.borrow();
+        (s.header_read_timeout, s.response_write_timeout)
+    };
     let mut info = ConnInfo {
         peer,
         peer_ip: crate::headers::client_ip_value(peer.ip()),
@@ -208,7 +231,8 @@ async fn serve_connection(
     };
     match tls {
         Some(cfg) => {
-            match tokio::time::timeout(header_timeout, turnpike_tls::accept(cfg, stream)).await {
+            let io = WriteTimeout::new(stream, write_timeout);
+            match tokio::time::timeout(header_timeout, turnpike_tls::accept(cfg, io)).await {
                 Ok(Ok(tls_stream)) => {
                     let (_, session) = tls_stream.get_ref();
                     let h2 = session.alpn_protocol() == Some(b"h2");
@@ -225,7 +249,8 @@ async fn serve_connection(
         }
         None => {
             let h2 = h2c && starts_with_h2_preface(&stream, header_timeout).await;
-            serve_io(&worker, key, TokioIo::new(PlainStream(stream)), info, h2).await;
+            let io = WriteTimeout::new(PlainStream(stream), write_timeout);
+            serve_io(&worker, key, TokioIo::new(io), info, h2).await;
         }
     }
     let n = worker.active.get() - 1;

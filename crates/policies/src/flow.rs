@@ -154,6 +154,17 @@ fn join(at: &str, key: &str) -> String {
     }
 }
 
+/// True when the flow has a policy that checks SOAP messages (in any phase), so that its API
+/// answers SOAP requests with SOAP faults.
+pub fn checks_soap(flow: &[PolicyConfig]) -> bool {
+    flow.iter().any(|p| match sub_flow(&p.name) {
+        Some(_) => {
+            parse_all::<Vec<PolicyConfig>>(p.settings.clone()).is_ok_and(|sub| checks_soap(&sub))
+        }
+        None => registry::find(&p.name).is_some_and(|k| k.soap),
+    })
+}
+
 /// True when the flow answers every request itself (a policy that always answers, in the
 /// request direction), so that an API without a target is still complete.
 pub fn answers_itself(flow: &[PolicyConfig]) -> bool {

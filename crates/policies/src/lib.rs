@@ -22,13 +22,20 @@ mod static_body;
 use turnpike_core::CompileError;
 
 pub use consumers::{Consumer, Consumers};
-pub use flow::{answers_itself, compile_flow, Direction};
+pub use flow::{answers_itself, checks_soap, compile_flow, Direction};
 pub use headers::{RemoveHeader, SetHeader};
 pub use json_protection::{
     JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,
 };
 pub use respond::Return;
 pub use static_body::Static;
+
+/// The quick pass of `jsonProtection` over a whole body: `Some(tokens)` when it accepts it
+/// (exposed for the fuzzer, which checks that the full scanner agrees).
+#[doc(hidden)]
+pub fn json_quick_pass(body: &[u8], limits: &JsonLimits) -> Option<u64> {
+    json_protection::quick_pass(body, limits)
+}
 
 /// A compile error about `key` (below the policy's settings; `""` for the policy itself).
 pub(crate) fn err(key: &str, msg: impl Into<String>) -> CompileError {

@@ -28,12 +28,24 @@ pub struct Settings {
     pub max_headers: usize,
     /// Largest request body.
     pub max_body_size: u64,
+    /// Longest request target (path and query).
+    pub max_uri_length: usize,
+    /// Most connections per client IP on each worker (`None`: no limit).
+    pub max_connections_per_ip: Option<u32>,
+    /// The header of the request id.
+    pub request_id_header: http::HeaderName,
+    /// Take the request id from the request when it has one.
+    pub trust_incoming_request_id: bool,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Backend response-head timeout.
     pub upstream_timeout: Duration,
     /// Client request-head timeout.
     pub header_read_timeout: Duration,
+    /// Longest pause of a client sending a request body.
+    pub body_read_timeout: Duration,
+    /// Longest wait of a response write for a client that does not read.
+    pub response_write_timeout: Duration,
     /// Idle time of pooled backend connections.
     pub upstream_idle_timeout: Duration,
     /// Grace period for in-flight requests at shutdown.

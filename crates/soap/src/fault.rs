@@ -131,6 +131,37 @@ impl turnpike_core::RenderProblem for SoapFaults {
     }
 }
 
+/// Writes the problems of an API that checks SOAP messages (`xmlProtection`, `validator` in a
+/// plain `api:`) as SOAP faults for SOAP requests (`text/xml` or `application/soap+xml`), and as
+/// problem+json for any other request.
+#[derive(Debug)]
+pub struct SoapAware;
+
+impl turnpike_core::RenderProblem for SoapAware {
+    fn render(&self, problem: Problem, content_type: Option<&HeaderValue>) -> Response<Body> {
+        let soap = content_type
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .is_some_and(|ct| ct == "text/xml" || ct == "application/soap+xml");
+        if soap {
+            problem_to_fault(problem, SoapVersion::from_content_type(content_type))
+        } else {
+            problem.into_response()
+        }
+    }
+}
+
+/// The renderer of APIs that check SOAP messages (see [`SoapAware`]).
+pub fn soap_aware() -> std::sync::Arc<dyn turnpike_core::RenderProblem> {
+    std::sync::Arc::new(SoapAware)
+}
+
 /// The renderer of SOAP APIs' problems (see [`SoapFaults`]).
 pub fn soap_faults() -> std::sync::Arc<dyn turnpike_core::RenderProblem> {
     std::sync::Arc::new(SoapFaults)

@@ -416,6 +416,7 @@ impl XmlProtection {
 impl PolicyFactory for XmlProtection {
     const NAME: &'static str = "xmlProtection";
     const PHASES: Phases = Phases::REQUEST;
+    const SOAP: bool = true;
     type Settings = XmlProtectionSettings;
 
     /// Compiles the policy from its settings.

@@ -170,8 +170,8 @@ pub fn validate_element_in(
 
 /// libxml2's document of `bytes` (no DTD, no network, no entity expansion).
 fn parse_doc(bytes: &[u8]) -> Result<Document, String> {
-    if has_doctype(bytes) {
-        return Err("SOAP messages must not contain a DTD".into());
+    if let Some(m) = refused_before_parsing(bytes) {
+        return Err(m.into());
     }
     let options = ParserOptions {
         recover: false,
@@ -336,15 +336,89 @@ impl turnpike_xmlstream::Watch for EnvelopeWatch<'_> {
     }
 }
 
-/// Finds `<!DOCTYPE` (the searcher is built once).
+/// The encodings a SOAP message may be in (WS-I Basic Profile R1012: UTF-8 or UTF-16), as
+/// told by its first bytes and its XML declaration (XML 1.0, appendix F).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    /// UTF-8, or an encoding that writes `<!DOCTYPE` as ASCII does.
+    AsciiLike,
+    /// UTF-16, little-endian.
+    Utf16Le,
+    /// UTF-16, big-endian.
+    Utf16Be,
+}
+
+/// The encoding of `bytes`, or why libxml2 must not be given them: an encoding other than UTF-8
+/// and UTF-16 (UTF-32, EBCDIC, UTF-7, ...) could hide a `<!DOCTYPE` from the byte search.
+fn encoding_of(bytes: &[u8]) -> Result<Encoding, &'static str> {
+    const OTHER: &str = "SOAP messages must be encoded in UTF-8 or UTF-16";
+    match bytes {
+        [0xFF, 0xFE, 0x00, 0x00, ..]
+        | [0x00, 0x00, ..]
+        | [b'<', 0x00, 0x00, 0x00, ..]
+        | [0x4C, 0x6F, 0xA7, 0x94, ..] => return Err(OTHER),
+        [0xFE, 0xFF, ..] | [0x00, b'<', 0x00, _, ..] => return Ok(Encoding::Utf16Be),
+        [0xFF, 0xFE, ..] | [b'<', 0x00, _, 0x00, ..] => return Ok(Encoding::Utf16Le),
+        _ => {}
+    }
+    // An ASCII-compatible start: the declaration's `encoding` decides.
+    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let Some(decl) = text.strip_prefix(b"<?xml") else {
+        return Ok(Encoding::AsciiLike);
+    };
+    let end = memchr::memmem::find(&decl[..decl.len().min(512)], b"?>").unwrap_or(0);
+    let decl = &decl[..end];
+    let Some(at) = memchr::memmem::find(decl, b"encoding") else {
+        return Ok(Encoding::AsciiLike);
+    };
+    let value: Vec<u8> = decl[at + 8..]
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace() || **b == b'=')
+        .skip(1)
+        .take_while(|b| **b != b'"' && **b != b'\'')
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    let ascii_like = value == b"utf-8"
+        || value == b"utf8"
+        || value == b"us-ascii"
+        || value == b"ascii"
+        || value.starts_with(b"iso-8859-")
+        || value.starts_with(b"windows-125");
+    if ascii_like {
+        Ok(Encoding::AsciiLike)
+    } else {
+        Err(OTHER)
+    }
+}
+
+/// True when the message has a document type declaration (`<!DOCTYPE`), in whichever encoding
+/// it is in, or is in an encoding SOAP does not allow (the searchers are built once).
 fn has_doctype(hay: &[u8]) -> bool {
-    static FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    static ASCII: LazyLock<memchr::memmem::Finder<'static>> =
         LazyLock::new(|| memchr::memmem::Finder::new(b"<!DOCTYPE"));
-    FINDER.find(hay).is_some()
+    static LE: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"<\0!\0D\0O\0C\0T\0Y\0P\0E\0").into_owned());
+    static BE: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\0<\0!\0D\0O\0C\0T\0Y\0P\0E").into_owned());
+    match encoding_of(hay) {
+        Ok(Encoding::AsciiLike) => ASCII.find(hay).is_some(),
+        Ok(Encoding::Utf16Le) => LE.find(hay).is_some(),
+        Ok(Encoding::Utf16Be) => BE.find(hay).is_some(),
+        Err(_) => true,
+    }
+}
+
+/// Why a message is refused before it is parsed: a DTD, or an encoding SOAP does not allow.
+fn refused_before_parsing(bytes: &[u8]) -> Option<&'static str> {
+    if let Err(m) = encoding_of(bytes) {
+        return Some(m);
+    }
+    has_doctype(bytes).then_some("SOAP messages must not contain a DTD")
 }
 
 impl PolicyFactory for WsdlValidator {
     const NAME: &'static str = "validator";
+    const SOAP: bool = true;
     type Settings = ValidatorSettings;
 
     /// Loads the WSDL (`wsdl:`, or inside a `soapProxy` the proxy's) and compiles its schemas.
@@ -410,6 +484,21 @@ impl WsdlValidator {
         }
     }
 
+    /// The fast path's verdict on a request message beside libxml2's (on a tree, without the
+    /// fast path): `(fast says valid, libxml2 accepts)`. For the fuzzer, which checks that the
+    /// first implies the second.
+    #[doc(hidden)]
+    pub fn fast_path_against_libxml2(&self, bytes: &[u8]) -> (bool, bool) {
+        let fast = refused_before_parsing(bytes).is_none()
+            && self
+                .wsdl
+                .schema_set
+                .fast()
+                .check_envelope(bytes, &self.sorted.0)
+                == Fast::Valid;
+        (fast, self.check_tree(bytes, false).is_ok())
+    }
+
     /// The body elements allowed in a request or a response.
     fn allowed(&self, response: bool) -> &HashSet<QName> {
         if response {
@@ -440,8 +529,8 @@ impl WsdlValidator {
         bytes: &[u8],
         response: bool,
     ) -> Result<(), (String, Option<SoapVersion>)> {
-        if has_doctype(bytes) {
-            return Err(("SOAP messages must not contain a DTD".into(), None));
+        if let Some(m) = refused_before_parsing(bytes) {
+            return Err((m.into(), None));
         }
         let allowed = if response {
             &self.sorted.1
@@ -621,6 +710,48 @@ impl Policy for WsdlValidator {
                 ))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod encoding_tests {
+    use super::*;
+
+    fn utf16(text: &str, le: bool, bom: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        if bom {
+            out.extend_from_slice(if le { &[0xFF, 0xFE] } else { &[0xFE, 0xFF] });
+        }
+        for u in text.encode_utf16() {
+            out.extend_from_slice(&if le { u.to_le_bytes() } else { u.to_be_bytes() });
+        }
+        out
+    }
+
+    #[test]
+    fn a_doctype_is_found_in_utf8_and_utf16_and_other_encodings_are_refused() {
+        let dtd = "<?xml version=\"1.0\"?><!DOCTYPE e [<!ENTITY x \"y\">]><e>&x;</e>";
+        let plain = "<?xml version=\"1.0\"?><e/>";
+        assert!(has_doctype(dtd.as_bytes()));
+        assert!(!has_doctype(plain.as_bytes()));
+        for (le, bom) in [(true, true), (true, false), (false, true), (false, false)] {
+            assert!(has_doctype(&utf16(dtd, le, bom)), "le={le} bom={bom}");
+            assert!(!has_doctype(&utf16(plain, le, bom)), "le={le} bom={bom}");
+        }
+        for other in [
+            "<?xml version=\"1.0\" encoding=\"UTF-7\"?><e/>",
+            "<?xml version='1.0' encoding='ucs-4'?><e/>",
+        ] {
+            assert!(
+                refused_before_parsing(other.as_bytes()).is_some(),
+                "{other}"
+            );
+        }
+        assert_eq!(
+            refused_before_parsing(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><e/>"),
+            None
+        );
+        assert!(refused_before_parsing(&[0, 0, 0, b'<', 0, 0, 0, b'e']).is_some());
     }
 }
 

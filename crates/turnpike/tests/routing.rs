@@ -49,8 +49,6 @@ api: { port: 0, ip: 127.0.0.1, path: { uri: "/items/{id}/reviews/{rid}" }, flow:
 ---
 api: { port: 0, ip: 127.0.0.1, path: { uri: /items/special }, flow: [ { return: { body: special-first } } ] }
 ---
-api: { port: 0, ip: 127.0.0.1, path: { uri: /items/special }, flow: [ { return: { body: special-second } } ] }
----
 api: { port: 0, ip: 127.0.0.1, path: { uri: "^/re/[0-9]+$", isRegExp: true }, flow: [ { return: { body: regex } } ] }
 "#;
     let gw = TestGateway::start(yaml);

@@ -259,8 +259,17 @@ async fn wsdl_validation_of_requests_and_responses() {
         assert_eq!(r.status, 500, "{body}");
         assert!(r.text().contains("WSDL message validation failed"));
     }
-    // Not XML at all: xmlProtection, in a plain `api`, answers problem+json.
+    // Not XML at all: xmlProtection answers a SOAP request (text/xml) with a SOAP fault, as the
+    // validator does, and any other request with problem+json.
     let r = post(gw.addr(), "/", "text/xml", "{\"json\":true}").await;
+    assert_eq!(r.status, 500);
+    assert!(
+        r.text().contains("<faultcode>soapenv:Client</faultcode>"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("urn:turnpike:problem:xml-protection"));
+    let r = post(gw.addr(), "/", "application/json", "{\"json\":true}").await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["type"], "urn:turnpike:problem:xml-protection");
     assert_eq!(good.count(), 2);

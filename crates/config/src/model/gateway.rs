@@ -24,6 +24,25 @@ pub struct GatewaySettings {
     /// HTTP/2 limits (clients and backends).
     #[serde(default)]
     pub http2: Option<Http2Settings>,
+    /// The request id every response carries, the backend receives and the access log
+    /// records.
+    #[serde(default)]
+    pub request_id: Option<RequestIdSettings>,
+}
+
+/// The request id of every exchange.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequestIdSettings {
+    /// The header that carries it, to the backend and back to the client (default
+    /// `X-Request-Id`).
+    #[serde(default)]
+    pub header: Option<String>,
+    /// Take the id from the request's header when it has one (at most 200 visible ASCII
+    /// characters), instead of generating one: only when every client is trusted, such as a
+    /// load balancer in front that sets it (default false).
+    #[serde(default)]
+    pub trust_incoming: Flag,
 }
 
 /// HTTP/2 flow control and limits.
@@ -54,9 +73,16 @@ pub struct Limits {
     /// Largest request body accepted; larger gets 413 (default 100MB).
     #[serde(default)]
     pub max_body_size: Option<ByteSize>,
-    /// Most request headers accepted (default 100).
+    /// Most request headers accepted; more gets 431 (default 100).
     #[serde(default)]
     pub max_headers: Option<usize>,
+    /// Longest request target (path and query) accepted; longer gets 414 (default 8KB).
+    #[serde(default)]
+    pub max_uri_length: Option<ByteSize>,
+    /// Most connections one client IP may have open on each worker at once; more are closed
+    /// as soon as they are accepted (default: no limit).
+    #[serde(default)]
+    pub max_connections_per_ip: Option<u32>,
 }
 
 /// Timeouts.
@@ -69,9 +95,18 @@ pub struct Timeouts {
     /// Time for the backend to send its response head; then 504 (default 60s).
     #[serde(default)]
     pub upstream: Option<Duration>,
-    /// Time for a client to send a request head (default 30s).
+    /// Time for a client to send a request head, and the longest a keep-alive connection
+    /// waits for the next one (default 30s).
     #[serde(default)]
     pub header_read: Option<Duration>,
+    /// The longest a client may pause while sending a request body; then 408 and the
+    /// connection is closed (default 30s).
+    #[serde(default)]
+    pub body_read: Option<Duration>,
+    /// The longest a response write may wait for a client that does not read; then the
+    /// connection is closed (default 30s).
+    #[serde(default)]
+    pub response_write: Option<Duration>,
     /// How long an idle backend connection stays pooled (default 90s).
     #[serde(default)]
     pub upstream_idle: Option<Duration>,

@@ -554,7 +554,7 @@ pub fn poll_fill(io: &mut Io, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<
 /// Parses a response head at the start of `buf`, skipping interim (1xx) responses. On success
 /// the head's bytes are removed from `buf` (header values keep pointing into them, no copy).
 /// `Ok(None)`: the head is not complete yet.
-fn parse_head(
+pub(crate) fn parse_head(
     buf: &mut BytesMut,
     head_request: bool,
     max_head: usize,
@@ -641,6 +641,9 @@ fn parse_head(
         }
         let (framing, mut keep_alive) = framing(&facts, status, head_request)?;
         keep_alive &= facts.persistent(version);
+        // An HTTP/1.0 message with Transfer-Encoding may have been framed differently by
+        // whoever sent it: the connection is closed after it (RFC 9112 §6.1).
+        keep_alive &= !(version == Version::HTTP_10 && facts.transfer_encoding);
         return Ok(Some(ResponseHead {
             status,
             version,
@@ -826,6 +829,18 @@ mod tests {
         .unwrap();
         assert!(h.keep_alive);
         assert_eq!(h.version, Version::HTTP_10);
+        // HTTP/1.0 with Transfer-Encoding: read as chunked, never reused.
+        let h = parse(
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(h.framing, ResponseFraming::Chunked);
+        assert!(
+            !h.keep_alive,
+            "an HTTP/1.0 response with Transfer-Encoding must not be reused"
+        );
         let h = parse("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n", false)
             .unwrap()
             .unwrap();

@@ -53,6 +53,7 @@ pub struct JsonProtectionSettings {
 }
 
 pub use limits::{Limits, Violation};
+pub(crate) use quick::acceptable as quick_pass;
 pub use scanner::Scanner;
 
 /// The compiled `jsonProtection` policy.

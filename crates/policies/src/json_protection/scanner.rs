@@ -151,6 +151,16 @@ impl Scanner {
         s.finish()
     }
 
+    /// The tokens of one complete body scanned byte by byte (never the quick pass): what the
+    /// fuzzer compares the quick pass with.
+    #[doc(hidden)]
+    pub fn tokens(limits: Limits, body: &[u8]) -> Result<u64, Violation> {
+        let mut s = Scanner::new(limits);
+        s.scan(body)?;
+        s.finish()?;
+        Ok(s.tokens)
+    }
+
     fn fail(&mut self, kind: &'static str, message: String) -> Violation {
         let v = Violation {
             kind,

@@ -331,6 +331,36 @@ fn collect_namespaces(
     }
 }
 
+impl Wsdl2OpenApi {
+    /// Converts `content` into each operation's request element, and checks the result is
+    /// well-formed XML or a list of violations (for the fuzzer).
+    #[doc(hidden)]
+    pub fn fuzz_request(&self, content: &serde_json::Value) {
+        for op in &self.ops {
+            if let Ok((xml, _)) = self.request_element_checked(op, content) {
+                assert!(
+                    crate::xml::parse(xml.as_bytes()).is_ok(),
+                    "ill-formed request: {xml}"
+                );
+            }
+        }
+    }
+
+    /// Reads `bytes` as each operation's response, in one pass and on a tree, and checks that
+    /// the two agree whenever the one pass answers (for the fuzzer).
+    #[doc(hidden)]
+    pub fn fuzz_response(&self, bytes: &[u8]) {
+        for op in &self.ops {
+            let output = op.output.as_ref().map(|p| &p.typ);
+            if let Some(fast) = stream::response_json(&self.model, output, bytes) {
+                if let Ok(tree) = self.response_json_tree(op, bytes) {
+                    assert_eq!(fast, tree, "the one-pass and the tree conversions differ");
+                }
+            }
+        }
+    }
+}
+
 impl Policy for Wsdl2OpenApi {
     fn name(&self) -> &'static str {
         "wsdl2openapi"
