@@ -189,6 +189,7 @@ pub fn server_config(sites: &[SiteCert<'_>]) -> Result<Arc<ServerConfig>, (usize
     };
     let mut cfg = builder.with_cert_resolver(Arc::new(resolver));
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    // After the handshake the stream protects records itself (`crate::stream`).
+    // The server's order of cipher suites (strongest first) wins over the client's.
+    cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }
