@@ -231,29 +231,25 @@ def parse_h2load(text):
     return out
 
 
-def cmd_record(args):
-    with open(args.wrk) as f:
-        text = f.read()
-    w = parse_h2load(text) if "finished in" in text and "req/s" in text else parse_wrk(text)
-    with open(args.before) as f:
-        before = json.load(f)
-    with open(args.after) as f:
-        after = json.load(f)
+def measure(before, after, whole_requests, clk_tck):
+    """CPU, memory and request figures between two proctree snapshots of one run.
+
+    Snapshots with request counts were taken while the load ran, after its connections were
+    set up: the window holds keep-alive traffic only, requests are those counted on the port,
+    and CPU comes in nanoseconds. Otherwise the snapshots bracket the whole load run
+    (handshakes included): requests are `whole_requests` (the load tool's count) and CPU comes
+    in clock ticks of `clk_tck` per second."""
     ticks = after["ticks"] - before["ticks"]
     wall = after.get("time", 0) - before.get("time", 0)
-    # Snapshots with request counts were taken while wrk ran, after its connections were
-    # set up: the window holds keep-alive traffic only, and CPU comes in nanoseconds.
-    # Otherwise the snapshots bracket the whole wrk run, handshakes included.
     window = "requests_in" in before and "requests_in" in after
     if window:
         requests = after["requests_in"] - before["requests_in"]
         cpu_s = (after["cpu_ns"] - before["cpu_ns"]) / 1e9
     else:
-        requests = w["requests"]
-        cpu_s = ticks / float(args.clk_tck)
-    rec = {
-        "round": args.round, "case": args.case, "system": args.system,
-        "url": args.url, "duration_s": args.duration,
+        requests = whole_requests
+        cpu_s = ticks / float(clk_tck)
+    return {
+        "window": window, "window_s": wall, "requests": requests,
         "cpu_ticks": ticks, "cpu_s": cpu_s,
         "cpu_us_per_req": cpu_s * 1e6 / requests if requests else None,
         # share of one CPU used between the two snapshots
@@ -263,8 +259,66 @@ def cmd_record(args):
         "sleeps_per_req": ((after["sleeps"] - before["sleeps"]) / requests
                            if "sleeps" in before and "sleeps" in after and requests else None),
         "procs": len(after["pids"]),
+    }
+
+
+def percentile(sorted_values, p):
+    """The nearest-rank p-th percentile (0 < p <= 100) of an ascending list, or None."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-len(sorted_values) * p // 100))   # ceil(n * p / 100)
+    return sorted_values[int(rank) - 1]
+
+
+def h2load_log_stats(lines, since_us=None, percentiles=(50, 90, 95, 98, 99)):
+    """Latency percentiles (ms) and status counts from h2load's --log-file: one request per
+    line, `start time (µs since the epoch) TAB status TAB µs to the end of the response`.
+    Requests that started before `since_us` (a warm-up) are left out; a status that is not a
+    number (a failed request) counts as an error."""
+    lat, ok, bad = [], 0, 0
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        try:
+            start, dur = int(parts[0]), int(parts[2])
+        except ValueError:
+            continue
+        if since_us is not None and start < since_us:
+            continue
+        try:
+            status = int(parts[1])
+        except ValueError:
+            status = -1
+        if 200 <= status < 300:
+            ok += 1
+        else:
+            bad += 1
+        lat.append(dur / 1000.0)
+    lat.sort()
+    out = {"logged": len(lat), "ok": ok, "errors": bad}
+    for p in percentiles:
+        out["p%d_ms" % p] = percentile(lat, p)
+    return out
+
+
+def cmd_record(args):
+    with open(args.wrk) as f:
+        text = f.read()
+    w = parse_h2load(text) if "finished in" in text and "req/s" in text else parse_wrk(text)
+    with open(args.before) as f:
+        before = json.load(f)
+    with open(args.after) as f:
+        after = json.load(f)
+    m = measure(before, after, w["requests"], args.clk_tck)
+    window, wall, requests = m["window"], m["window_s"], m["requests"]
+    rec = {
+        "round": args.round, "case": args.case, "system": args.system,
+        "url": args.url, "duration_s": args.duration,
         "upstream_conns": None,
     }
+    rec.update((k, m[k]) for k in ("cpu_ticks", "cpu_s", "cpu_us_per_req", "cpu_util_pct",
+                                   "rss_mb", "sleeps_per_req", "procs"))
     if args.accepts_before is not None and args.accepts_after is not None:
         # Each stub_status read is itself one accepted connection on the
         # backend: the `after` read adds 1 that is not the proxy's.
