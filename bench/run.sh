@@ -11,6 +11,13 @@ PY=${PYTHON:-python3}
 LIB=$BENCH_DIR/benchlib.py
 # shellcheck source=common.sh
 . "$BENCH_DIR/common.sh"
+# `--suite NAME` runs the benchmark suites (membrane, apisix, wso2, all, smoke) of bench/suite.py,
+# with turnpike and its peers side by side and a report with charts; see docs/benchmarks.md.
+for a in "$@"; do
+    if [[ $a == --suite || $a == --suite=* ]]; then
+        BENCH_COMMAND="bench/run.sh $*" exec "${PYTHON:-python3}" "$BENCH_DIR/suite.py" run "$@"
+    fi
+done
 INSTALL_CMD="apt-get update && apt-get install -y nginx-light wrk haproxy curl util-linux iproute2 python3   (or: bench/install-deps.sh)"
 
 # ---- defaults --------------------------------------------------------------
@@ -50,6 +57,8 @@ P_HAPROXY=2031       # haproxy-proxy.cfg
 usage() {
     cat <<EOF
 Usage: bench/run.sh [--rounds N] [--duration SECS] [--connections C] [--turnpike PATH]
+       bench/run.sh --suite membrane|apisix|wso2|all|smoke [--quick] [--turnpike PATH] [...]
+                    (the benchmark suites with peers and charts: bench/suite.py run --help)
 
 Benchmarks turnpike against nginx (and HAProxy) on 127.0.0.1, the system under
 test pinned to CPU $SUT_CPU, wrk and the backend to CPU $LOAD_CPU. See docs/benchmarks.md.
