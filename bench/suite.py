@@ -84,16 +84,20 @@ def die(msg):
 # express are Skips, with the reason the report prints.
 
 Run = namedtuple("Run", "suite case system variant kind port config gen scheme paths headers "
-                        "body ready_path concurrency cpus threads base label")
+                        "body ready_path concurrency cpus threads base label expect")
 Skip = namedtuple("Skip", "suite case system variant reason")
 
 
 def run(suite, case, system, port, config=None, gen=None, kind=None, variant="", scheme="http",
         paths=("/",), headers=(), body=None, ready_path=None, concurrency=100, cpus=SUT_CPU,
-        threads=1, base=None, label=None):
+        threads=1, base=None, label=None, expect=None):
+    """`expect="json"`: the answer must be the backend's JSON body, byte for byte (checked
+    once before the load)."""
+    if expect is None and suite != "membrane":
+        expect = "json"
     return Run(suite, case, system, variant, kind or system, port, config, gen, scheme,
                tuple(paths), tuple(headers), body, ready_path, concurrency, cpus, threads,
-               base, label)
+               base, label, expect)
 
 
 def lua_body(name):
@@ -165,34 +169,36 @@ def membrane_plan():
     ]
     # 2. proxy: every system's own baseline for 1, 3 and 4
     runs += [
-        run(M, "proxy", "turnpike", 2001, "turnpike-proxy.yaml"),
-        run(M, "proxy", "nginx", 2021, "nginx-proxy.conf"),
-        run(M, "proxy", "haproxy", 2031, "haproxy-proxy.cfg"),
-        run(M, "proxy", "caddy", 2068, "caddy-proxy.Caddyfile"),
-        run(M, "proxy", "pingap", 2070, "pingap-proxy.toml.in"),
+        run(M, "proxy", "turnpike", 2001, "turnpike-proxy.yaml", expect="json"),
+        run(M, "proxy", "nginx", 2021, "nginx-proxy.conf", expect="json"),
+        run(M, "proxy", "haproxy", 2031, "haproxy-proxy.cfg", expect="json"),
+        run(M, "proxy", "caddy", 2068, "caddy-proxy.Caddyfile", expect="json"),
+        run(M, "proxy", "pingap", 2070, "pingap-proxy.toml.in", expect="json"),
     ]
     # 3. basic auth + rate limiter
     runs += [
         run(M, "auth", "turnpike", 2041, gen=lambda ctx: {
             "turnpike.yaml": gen_policy_configs.scenario3(2041)}, headers=[BASIC],
-            base="proxy", label="turnpike, basicAuthentication + rateLimiter"),
+            base="proxy", label="turnpike, basicAuthentication + rateLimiter", expect="json"),
         run(M, "auth", "nginx", 2062, "nginx-auth.conf", headers=[BASIC], base="proxy",
-            label="nginx, auth_basic + limit_req"),
+            label="nginx, auth_basic + limit_req", expect="json"),
         run(M, "auth", "haproxy", 2064, "haproxy-auth.cfg", headers=[BASIC], base="proxy",
-            label="HAProxy, userlist + stick table"),
+            label="HAProxy, userlist + stick table", expect="json"),
         run(M, "auth", "pingap", 2071, "pingap-auth.toml.in", headers=[BASIC], base="proxy",
-            label="Pingap, basic_auth + limit"),
+            label="Pingap, basic_auth + limit", expect="json"),
     ]
     skips.append(Skip(M, "auth", "caddy", "", "Caddy has no rate limiter in its standard build "
                       "(only the third-party caddy-ratelimit module)"))
     # 4. TLS both hops + auth + rate limiter
     runs += [
         run(M, "tls", "turnpike", 2004, "turnpike-s4.yaml.in", scheme="https", headers=[BASIC],
-            base="proxy", label="turnpike, TLS both hops + basicAuthentication + rateLimiter"),
+            base="proxy", label="turnpike, TLS both hops + basicAuthentication + rateLimiter",
+            expect="json"),
         run(M, "tls", "nginx", 2065, "nginx-tls-auth.conf.in", scheme="https", headers=[BASIC],
-            base="proxy", label="nginx, TLS both hops + auth_basic + limit_req"),
+            base="proxy", label="nginx, TLS both hops + auth_basic + limit_req", expect="json"),
         run(M, "tls", "haproxy", 2066, "haproxy-tls-auth.cfg.in", scheme="https",
-            headers=[BASIC], base="proxy", label="HAProxy, TLS both hops + userlist + stick table"),
+            headers=[BASIC], base="proxy", label="HAProxy, TLS both hops + userlist + stick table",
+            expect="json"),
     ]
     skips += [Skip(M, "tls", "caddy", "", "Caddy has no rate limiter in its standard build"),
               Skip(M, "tls", "pingap", "", "not set up: the suite runs Pingap for proxying, "
@@ -487,6 +493,9 @@ class Bench:
                 if status != 200:
                     raise RuntimeError("%s %s answered %d: %s" % (
                         method, p, status, answer[:300].decode("utf-8", "replace")))
+                if r.expect == "json" and answer != self.body_json.encode():
+                    raise RuntimeError("%s %s answered 200 but not with the backend's JSON body: %s"
+                                       % (method, p, answer[:200].decode("utf-8", "replace")))
             a0 = backend_accepts()
             if r.suite == "membrane":
                 self.load_fixed(r, prof, rundir, proc, rec)

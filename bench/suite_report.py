@@ -262,7 +262,7 @@ def membrane(runs, skips, meta, charts):
                    "as a multiple of the baseline's).\n")
         systems = [s for s in SYSTEM_ORDER if any(x[1] == s for x in summary)]
         out.append("| scenario | Membrane (published) | %s |" % " | ".join(SYSTEM_LABELS[s] for s in systems))
-        out.append("|---|--:|%s" % "--:|" * len(systems))
+        out.append("|---|--:|%s" % ("--:|" * len(systems)))
         for case, title, published in MEMBRANE:
             row = [x for x in summary if x[0] == case]
             if not row:
@@ -369,8 +369,12 @@ def wso2(runs, skips, meta, charts):
             fmt(a.p[99], ".2f"), fmt(a.error_rate and 100 * a.error_rate, ".3f", "0") + (
                 "%" if a.error_rate else ""), fmt(a.rss, ".1f")))
     out.append("")
+    seen = []
     for k in skips:
-        out.append("- %s: %s" % (SYSTEM_LABELS.get(k["system"], k["system"]), k["reason"]))
+        line = "- %s: %s" % (SYSTEM_LABELS.get(k["system"], k["system"]), k["reason"])
+        if line not in seen:
+            seen.append(line)
+    out += seen
     if skips:
         out.append("")
     out += charts.wso2(aggs)
