@@ -49,7 +49,7 @@ SUITES = ["membrane", "apisix", "wso2"]
 # same concurrency; apisix and wso2: h2load's -D seconds after --warm-up-time seconds.
 PROFILES = {
     "full": {"membrane": {"requests": 300000, "warmup": 30000, "rounds": 5},
-             "apisix": {"duration": 8, "warmup": 2, "rounds": 3},
+             "apisix": {"duration": 6, "warmup": 1, "rounds": 3},
              "wso2": {"duration": 20, "warmup": 5, "rounds": 3}},
     "quick": {"membrane": {"requests": 100000, "warmup": 10000, "rounds": 1},
               "apisix": {"duration": 3, "warmup": 1, "rounds": 1},

@@ -306,8 +306,9 @@ def _toml_str(s):
 
 
 def _pingap_head(ctx, threads, pool):
-    return ('pid_file = "%s/pingap.pid"\nupgrade_sock = "%s/pingap.sock"\nthreads = %d\n'
-            "upstream_keepalive_pool_size = %d\n\n[upstreams.backend]\naddrs = [\"127.0.0.1:%d\"]\n"
+    return ('[basic]\npid_file = "%s/pingap.pid"\nupgrade_sock = "%s/pingap.sock"\nthreads = %d\n'
+            'upstream_keepalive_pool_size = %d\nlog_level = "warn"\n\n'
+            '[upstreams.backend]\naddrs = ["127.0.0.1:%d"]\n'
             % (ctx.tmp, ctx.tmp, threads, pool, BACKEND_PORT))
 
 

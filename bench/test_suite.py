@@ -296,6 +296,25 @@ class Configs(unittest.TestCase):
         self.assertEqual(self.files[("apisix", "nginx", "mock", 1, "none")]["mock-body.json"], body)
         self.assertIn("respond `%s` 200" % body, self.files[("apisix", "caddy", "mock", 1, "key")]["Caddyfile"])
 
+    def test_pingap_configs_are_toml_with_basic_settings_in_their_table(self):
+        try:
+            import tomllib
+        except ImportError:
+            self.skipTest("tomllib needs Python 3.11")
+        for key, files in self.files.items():
+            if key[1] == "pingap" and isinstance(files, dict):
+                conf = tomllib.loads(files["pingap.toml"])
+                self.assertEqual(conf["basic"]["threads"], key[2] if key[0] == "wso2" else 1)
+                server = conf["servers"]["bench"]
+                self.assertEqual(set(server["locations"]), set(conf["locations"]))
+                for loc in conf["locations"].values():
+                    for plugin in loc.get("plugins", []):
+                        self.assertIn(plugin, conf["plugins"])
+        for name in ("pingap-return.toml.in", "pingap-proxy.toml.in", "pingap-auth.toml.in"):
+            with open(os.path.join(sc.CONFIGS, name)) as f:
+                conf = tomllib.loads(sc.fill(f.read(), tmp="/tmp/x"))
+            self.assertEqual(conf["basic"]["threads"], 1)
+
     def test_templates_are_filled(self):
         self.assertEqual(sc.fill("a @PKI@/x @TMP@", pki="/p", tmp="/t"), "a /p/x /t")
         with self.assertRaises(KeyError):
