@@ -87,6 +87,8 @@ pub struct Forwarded {
     pub proto: HeaderValue,
     /// `X-Forwarded-Host`; `None` (request without `Host`) leaves a received one as it is.
     pub host: Option<HeaderValue>,
+    /// The request id's header and value (replacing a received one).
+    pub request_id: Option<(HeaderName, HeaderValue)>,
 }
 
 impl Forwarded {
@@ -107,6 +109,7 @@ impl Forwarded {
             xff,
             proto: HeaderValue::from_static(proto),
             host: h.get(header::HOST).cloned(),
+            request_id: None,
         }
     }
 
@@ -115,10 +118,11 @@ impl Forwarded {
         name == X_FORWARDED_FOR
             || name == X_FORWARDED_PROTO
             || (self.host.is_some() && name == X_FORWARDED_HOST)
+            || self.request_id.as_ref().is_some_and(|(n, _)| n == name)
     }
 
     /// The fields as (name, value) pairs, in the order they are written.
-    pub fn fields(&self) -> impl Iterator<Item = (&'static HeaderName, &HeaderValue)> {
+    pub fn fields(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
         [
             (&X_FORWARDED_FOR, Some(&self.xff)),
             (&X_FORWARDED_PROTO, Some(&self.proto)),
@@ -126,6 +130,7 @@ impl Forwarded {
         ]
         .into_iter()
         .filter_map(|(n, v)| v.map(|v| (n, v)))
+        .chain(self.request_id.as_ref().map(|(n, v)| (n, v)))
     }
 
     /// Puts the fields into `h`, replacing received ones.
@@ -134,6 +139,9 @@ impl Forwarded {
         h.insert(&X_FORWARDED_PROTO, self.proto);
         if let Some(host) = self.host {
             h.insert(&X_FORWARDED_HOST, host);
+        }
+        if let Some((name, value)) = self.request_id {
+            h.insert(name, value);
         }
     }
 }

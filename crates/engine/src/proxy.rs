@@ -51,11 +51,17 @@ fn is_upgrade(req: &Request<Incoming>) -> bool {
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+/// Request ids made at once by a worker: one allocation serves this many requests (each id's
+/// header value is a slice of it).
+const IDS_PER_BATCH: u64 = 64;
+/// Hex digits of a request id.
+const ID_LEN: usize = 20;
+
 /// The request id of an exchange: the trusted one the request carries, or a new one. A new
 /// id is a per-process random prefix and a per-worker counter (the worker's index in its top
 /// bits), in 20 hex digits: unique in the process, and across restarts with high likelihood.
 fn request_id(req: &Request<Incoming>, settings: &Settings) -> HeaderValue {
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     if settings.trust_incoming_request_id {
@@ -72,24 +78,37 @@ fn request_id(req: &Request<Incoming>, settings: &Settings) -> HeaderValue {
     static WORKERS: AtomicU64 = AtomicU64::new(0);
     thread_local! {
         static NEXT: Cell<u64> = Cell::new(WORKERS.fetch_add(1, Ordering::Relaxed) << 40);
+        static BATCH: RefCell<bytes::Bytes> = const { RefCell::new(bytes::Bytes::new()) };
     }
-    let prefix = *PREFIX.get_or_init(|| {
-        std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish() as u32
-    });
     let n = NEXT.with(|c| {
         let n = c.get();
         c.set(n.wrapping_add(1));
         n
     });
-    let mut text = [0u8; 20];
-    let digits = b"0123456789abcdef";
-    let word = (u128::from(prefix) << 48) | u128::from(n & 0xffff_ffff_ffff);
-    for (i, d) in text.iter_mut().enumerate() {
-        *d = digits[((word >> (4 * (19 - i))) & 0xf) as usize];
-    }
-    HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0"))
+    let slot = (n % IDS_PER_BATCH) as usize;
+    let ids = BATCH.with(|b| {
+        let mut b = b.borrow_mut();
+        if slot == 0 || b.is_empty() {
+            let prefix = *PREFIX.get_or_init(|| {
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish() as u32
+            });
+            let digits = b"0123456789abcdef";
+            let mut text = Vec::with_capacity(ID_LEN * IDS_PER_BATCH as usize);
+            for i in 0..IDS_PER_BATCH {
+                let id = (n - slot as u64 + i) & 0xffff_ffff_ffff;
+                let word = (u128::from(prefix) << 48) | u128::from(id);
+                text.extend(
+                    (0..ID_LEN).map(|d| digits[((word >> (4 * (ID_LEN - 1 - d))) & 0xf) as usize]),
+                );
+            }
+            *b = bytes::Bytes::from(text);
+        }
+        b.clone()
+    });
+    HeaderValue::from_maybe_shared(ids.slice(slot * ID_LEN..(slot + 1) * ID_LEN))
+        .unwrap_or(HeaderValue::from_static("0"))
 }
 
 /// What one request's phases learned, for the answer and the access log.
@@ -336,7 +355,8 @@ async fn request_phase(chain: &Chain, ex: &mut Exchange) -> RequestEnd {
     let mut from = 0;
     loop {
         match chain.run_request_from(ex, from) {
-            RequestEnd::Wait { at, wait } => match settle(wait, ex).await {
+            // Boxed: a step that waits is rare, and the request's future stays small.
+            RequestEnd::Wait { at, wait } => match Box::pin(settle(wait, ex)).await {
                 Outcome::Continue => from = at + 1,
                 outcome => return RequestEnd::Answered { at, outcome },
             },
@@ -394,7 +414,7 @@ async fn response_phase(
             ResponseEnd::Done => break,
             ResponseEnd::Reject(p) => return served.reject(p),
             ResponseEnd::Wait { at, wait } => {
-                match settle(wait, ex).await {
+                match Box::pin(settle(wait, ex)).await {
                     // `settle` never ends with another wait.
                     Outcome::Continue | Outcome::Wait(_) => {}
                     Outcome::Respond(r) => ex.response = Some(r),
@@ -556,9 +576,6 @@ async fn forward(
         None
     };
     remove_hop_by_hop(&mut parts.headers);
-    parts
-        .headers
-        .insert(how.request_id.0.clone(), how.request_id.1.clone());
     if te_trailers {
         // The one TE value that may cross (gRPC needs it).
         parts
@@ -571,11 +588,12 @@ async fn forward(
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         parts.headers.insert(header::UPGRADE, u);
     }
-    let forwarded = Forwarded::of(
+    let mut forwarded = Forwarded::of(
         &parts.headers,
         &ctx.conn.peer_ip,
         if ctx.conn.tls { "https" } else { "http" },
     );
+    forwarded.request_id = Some((how.request_id.0.clone(), how.request_id.1.clone()));
     if transport.http2 {
         parts.headers.remove(header::HOST);
     } else if target.adjust_host {

@@ -265,7 +265,13 @@ async fn openssl_client_key_updates_are_followed_and_renegotiation_is_refused() 
     .unwrap();
     assert!(out.contains("RENEGOTIATING"), "{out}");
     assert!(out.contains("before-update"), "{out}");
-    assert!(!out.contains("after-update"), "data flowed after a refused renegotiation: {out}");
+    assert!(
+        !out.contains("after-update"),
+        "data flowed after a refused renegotiation: {out}"
+    );
     let ended = tokio::time::timeout(Duration::from_secs(10), server).await;
-    assert!(ended.is_ok(), "the server side did not end when the peer went away");
+    assert!(
+        ended.is_ok(),
+        "the server side did not end when the peer went away"
+    );
 }
