@@ -11,13 +11,15 @@ use turnpike_snapshot::Api;
 use turnpike_soap::{Wsdl, WsdlPublisher};
 
 use crate::flow::{compile_steps, FlowParts};
-use crate::{base_dir, compile_target};
+use crate::target::Upstreams;
+use crate::{api_name, base_dir, compile_target, target_key};
 
 pub(crate) fn compile_plain_api(
     located: &Located<ApiConfig>,
     wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Option<(RouteSpec, Api)> {
     let api = &located.value;
@@ -59,7 +61,13 @@ pub(crate) fn compile_plain_api(
         }
     };
     let target = match &api.target {
-        Some(t) => match compile_target(t, base_dir(located)) {
+        Some(t) => match compile_target(
+            t,
+            base_dir(located),
+            upstreams,
+            &api_name(located),
+            &target_key(located),
+        ) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));

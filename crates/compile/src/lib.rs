@@ -29,7 +29,7 @@ use turnpike_snapshot::{Api, ListenerRoutes, Snapshot};
 use turnpike_soap::Wsdl;
 
 pub use settings::settings;
-pub use target::compile_target;
+pub use target::{compile_target, compile_upstream, Upstreams};
 
 /// The address an API listens on, as configured.
 pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
@@ -88,6 +88,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         }
     }
     let consumers = Arc::new(flow::compile_consumers(set, &mut errors));
+    let upstreams = compile_upstreams(set, &mut errors);
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
@@ -107,7 +108,9 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
-        for (spec, api, openapi) in compile_api(located, wsdl, set, &consumers, &mut errors) {
+        for (spec, api, openapi) in
+            compile_api(located, wsdl, set, &consumers, &upstreams, &mut errors)
+        {
             let here = located.origin.key_at(&located.key);
             match first_at.entry((addr, route_key(&spec))) {
                 std::collections::hash_map::Entry::Occupied(first) => {
@@ -205,11 +208,68 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     spec_files.extend(soap_apis.iter().flat_map(|(_, w)| w.files.iter().cloned()));
     spec_files.sort();
     spec_files.dedup();
+    // Every upstream in use, once: the named ones and the targets' own.
+    let mut in_use: Vec<Arc<turnpike_snapshot::Upstream>> = Vec::new();
+    for routes in listeners.values() {
+        for api in routes.router.values() {
+            if let Some(t) = &api.target {
+                if !in_use.iter().any(|u| Arc::ptr_eq(u, &t.upstream)) {
+                    in_use.push(Arc::clone(&t.upstream));
+                }
+            }
+        }
+    }
     errors.into_result(Snapshot {
         listeners,
         settings,
         spec_files,
+        upstreams: in_use,
     })
+}
+
+/// Compiles the `upstream:` documents (a name defined twice is an error).
+fn compile_upstreams(set: &ConfigSet, errors: &mut ConfigErrors) -> Upstreams {
+    let mut out = Upstreams::new();
+    let mut at: HashMap<&str, turnpike_config::Location> = HashMap::new();
+    for u in &set.upstreams {
+        if let Some(first) = at.get(u.value.name.as_str()) {
+            errors.push(u.error(
+                "name",
+                format!(
+                    "an upstream named `{}` is defined at {first} already",
+                    u.value.name
+                ),
+            ));
+            continue;
+        }
+        at.insert(&u.value.name, u.origin.key_at(&u.key));
+        match target::compile_upstream(&u.value, base_dir(u)) {
+            Ok(up) => {
+                out.insert(u.value.name.clone(), Arc::new(up));
+            }
+            Err((key, m)) => errors.push(u.error(&key, m)),
+        }
+    }
+    out
+}
+
+/// An API's name for logs: `name`, or `port path` when unnamed.
+pub(crate) fn api_name(located: &Located<ApiConfig>) -> String {
+    let api = &located.value;
+    match &api.name {
+        Some(n) => n.clone(),
+        None => format!(
+            "{}{}",
+            api.port,
+            api.path.as_ref().map_or("", |p| p.uri.as_str())
+        ),
+    }
+}
+
+/// What identifies an API's inline target across reloads: where it is written.
+pub(crate) fn target_key(located: &Located<ApiConfig>) -> String {
+    let at = located.origin.at(&located.join("target"));
+    format!("{}:{}:{}", at.file.display(), at.line, at.column)
 }
 
 /// The folder of the file a value was read from.
@@ -223,12 +283,13 @@ fn compile_api(
     wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
     if !located.value.openapi.is_empty() {
-        return openapi_api::compile_openapi_api(located, set, consumers, errors);
+        return openapi_api::compile_openapi_api(located, set, consumers, upstreams, errors);
     }
-    api::compile_plain_api(located, wsdl, set, consumers, errors)
+    api::compile_plain_api(located, wsdl, set, consumers, upstreams, errors)
         .map(|(r, a)| vec![(r, a, None)])
         .unwrap_or_default()
 }

@@ -11,7 +11,8 @@ use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, Target};
 
 use crate::flow::{api_hosts, compile_steps, FlowParts};
-use crate::{base_dir, compile_target, CompiledRoute};
+use crate::target::Upstreams;
+use crate::{api_name, base_dir, compile_target, target_key, CompiledRoute};
 
 /// The spec files of one `openapi[i]` entry.
 fn spec_sources(
@@ -57,6 +58,7 @@ pub(crate) fn compile_openapi_api(
     located: &Located<ApiConfig>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
     let api = &located.value;
@@ -75,7 +77,13 @@ pub(crate) fn compile_openapi_api(
     }
     let hosts = api_hosts(located, errors);
     let target = match &api.target {
-        Some(t) => match compile_target(t, base_dir(located)) {
+        Some(t) => match compile_target(
+            t,
+            base_dir(located),
+            upstreams,
+            &api_name(located),
+            &target_key(located),
+        ) {
             Ok(t) => Some(t),
             Err((key, m)) => {
                 errors.push(located.error(format!("target.{key}").trim_end_matches('.'), m));
@@ -171,13 +179,12 @@ fn server_target(spec: &Spec) -> Result<Target, String> {
     compile_target(
         &TargetConfig {
             url: Some(origin.to_owned()),
-            host: None,
-            port: None,
-            adjust_host_header: None,
-            ssl: None,
-            http2: turnpike_config::units::Flag(false),
+            ..TargetConfig::default()
         },
         std::path::Path::new("."),
+        &Upstreams::new(),
+        &spec.title,
+        &format!("openapi server {url}"),
     )
     .map_err(|(_, m)| {
         format!("the spec's server `{url}` cannot be the target ({m}); add a `target:`")

@@ -57,11 +57,7 @@ pub(crate) fn soap_proxy_api(
             let authority = rest.split('/').next().unwrap_or(rest);
             TargetConfig {
                 url: Some(format!("{scheme}{authority}")),
-                host: None,
-                port: None,
-                adjust_host_header: None,
-                ssl: None,
-                http2: Default::default(),
+                ..TargetConfig::default()
             }
         }
     };

@@ -1,120 +1,494 @@
-//! `target:` settings into a [`Target`]: scheme, authority, `Host`, base path and TLS.
+//! `target:` settings and `upstream:` documents into [`Target`]s: pools of nodes (each with its
+//! scheme, authority, `Host`, base path and TLS), how a node is chosen, health checks, retries,
+//! timeouts and circuit breaking. Errors name the key below `target` (or the `upstream:`).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use http::uri::{Authority, Scheme};
-use http::{HeaderValue, Uri};
+use http::{HeaderValue, Method, Uri};
 use rustls::pki_types::ServerName;
-use turnpike_config::TargetConfig;
-use turnpike_snapshot::{Target, TargetParts};
+use turnpike_config::{
+    LoadBalancing, NodeConfig, PoolSettings, RetryOn, TargetConfig, UpstreamConfig,
+};
+use turnpike_core::{Template, TemplateScope};
+use turnpike_snapshot::upstream::{
+    hash_ring, ActiveCheck, Balance, Breaker, ConnLimits, Passive, RetryPolicy, Target, Upstream,
+};
+use turnpike_snapshot::{Node, NodeParts};
 
-/// Compiles a `target:`; the error names the offending key (below `target`) and what is wrong.
-pub fn compile_target(t: &TargetConfig, dir: &Path) -> Result<Target, (String, String)> {
+/// A compile error: the key below the target or upstream (`""` for itself) and the message.
+type Error = (String, String);
+
+fn err(key: &str, msg: impl Into<String>) -> Error {
+    (key.to_owned(), msg.into())
+}
+
+/// How long a host name's addresses are used when `dnsRefresh` is not set.
+const DNS_REFRESH: Duration = Duration::from_secs(30);
+
+static NEXT_UPSTREAM: AtomicU64 = AtomicU64::new(1);
+
+/// The `upstream:` documents of a load, compiled, by name.
+pub type Upstreams = HashMap<String, Arc<Upstream>>;
+
+/// Compiles an `upstream:` document; `dir` is its file's folder.
+pub fn compile_upstream(u: &UpstreamConfig, dir: &Path) -> Result<Upstream, Error> {
+    if u.name.trim().is_empty() {
+        return Err(err("name", "must not be empty"));
+    }
+    pool(
+        u.name.as_str().into(),
+        &u.pool(),
+        dir,
+        &format!("upstream {}", u.name),
+    )
+}
+
+/// Compiles a `target:`; `upstreams` are the load's `upstream:` documents, `name` is the
+/// API's (for logs), `key` identifies this target across reloads (its file and place). The
+/// error names the offending key (below `target`) and what is wrong.
+pub fn compile_target(
+    t: &TargetConfig,
+    dir: &Path,
+    upstreams: &Upstreams,
+    name: &str,
+    key: &str,
+) -> Result<Target, Error> {
     let adjust_host = t.adjust_host_header.is_none_or(|f| f.0);
-    let (scheme, authority, base) = match (&t.url, &t.host) {
-        (Some(_), Some(_)) => {
-            return Err((
-                "url".into(),
-                "give either `url` or `host`/`port`, not both".into(),
-            ))
-        }
-        (None, None) => return Err((String::new(), "needs `url` or `host`".into())),
-        (Some(url), None) => {
-            if t.port.is_some() {
-                return Err((
-                    "port".into(),
-                    "with `url`, put the port into the URL".into(),
+    let single = t.url.is_some() || t.host.is_some();
+    let upstream = match (&t.upstream, &t.nodes, single) {
+        (Some(u), None, false) => {
+            if has_pool_settings(t) {
+                return Err(err(
+                    "upstream",
+                    "a named upstream brings its own settings: set them in its `upstream:` document",
                 ));
             }
-            let uri: Uri = url
-                .parse()
-                .map_err(|e| ("url".to_owned(), format!("`{url}` is not a URL: {e}")))?;
-            let scheme = uri
-                .scheme()
-                .cloned()
-                .ok_or_else(|| ("url".to_owned(), format!("`{url}` has no scheme")))?;
-            if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
-                return Err(("url".into(), format!("unsupported scheme `{scheme}`")));
+            Arc::clone(upstreams.get(u).ok_or_else(|| {
+                let mut known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                err(
+                    "upstream",
+                    format!(
+                        "no `upstream:` document is named `{u}` (known: {})",
+                        known.join(", ")
+                    ),
+                )
+            })?)
+        }
+        (None, Some(nodes), false) => Arc::new(pool(name.into(), &t.pool(nodes), dir, key)?),
+        (None, None, true) => {
+            let node = single_node(t)?;
+            Arc::new(pool(
+                name.into(),
+                &t.pool(std::slice::from_ref(&node)),
+                dir,
+                key,
+            )?)
+        }
+        (None, None, false) => return Err(err("", "needs `url`, `host`, `nodes` or `upstream`")),
+        _ => {
+            return Err(err(
+                "",
+                "give one of `url`, `host`/`port`, `nodes` and `upstream`",
+            ))
+        }
+    };
+    Ok(Target {
+        upstream,
+        adjust_host,
+    })
+}
+
+fn has_pool_settings(t: &TargetConfig) -> bool {
+    t.load_balancing.is_some()
+        || t.hash_key.is_some()
+        || t.health_check.is_some()
+        || t.retries.is_some()
+        || t.timeouts.is_some()
+        || t.circuit_breaker.is_some()
+        || t.dns_refresh.is_some()
+        || t.ssl.is_some()
+        || t.http2.0
+}
+
+/// The node of a target written as `url` or `host`/`port`, as a node URL.
+fn single_node(t: &TargetConfig) -> Result<NodeConfig, Error> {
+    let url = match (&t.url, &t.host) {
+        (Some(_), Some(_)) => {
+            return Err(err("url", "give either `url` or `host`/`port`, not both"))
+        }
+        (Some(url), None) => {
+            if t.port.is_some() {
+                return Err(err("port", "with `url`, put the port into the URL"));
             }
-            let auth = uri
-                .authority()
-                .cloned()
-                .ok_or_else(|| ("url".to_owned(), format!("`{url}` has no host")))?;
-            if uri.query().is_some() {
-                return Err(("url".into(), "a target URL cannot have a query".into()));
-            }
-            (scheme, auth, uri.path().to_owned())
+            url.clone()
         }
         (None, Some(host)) => {
-            let port = t.port.unwrap_or(80);
+            let scheme = if t.ssl.is_some() { "https" } else { "http" };
             let host_part = if host.contains(':') && !host.starts_with('[') {
                 format!("[{host}]")
             } else {
                 host.clone()
             };
-            let auth: Authority = format!("{host_part}:{port}")
-                .parse()
-                .map_err(|_| ("host".to_owned(), format!("`{host}` is not a host name")))?;
-            let scheme = if t.ssl.is_some() {
-                Scheme::HTTPS
+            match t.port {
+                Some(p) => format!("{scheme}://{host_part}:{p}"),
+                None => format!("{scheme}://{host_part}"),
+            }
+        }
+        (None, None) => return Err(err("", "needs `url` or `host`")),
+    };
+    Ok(NodeConfig { url, weight: None })
+}
+
+/// Compiles a pool: its nodes and settings.
+fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<Upstream, Error> {
+    if p.nodes.is_empty() {
+        return Err(err("nodes", "needs at least one node"));
+    }
+    let breaker = p.circuit_breaker.map(|c| Breaker {
+        max_requests: c.max_requests,
+        connections: Arc::new(ConnLimits {
+            max_open: c.max_connections,
+            max_pending: c.max_pending_requests,
+            ..ConnLimits::default()
+        }),
+        ..Breaker::default()
+    });
+    let counts = breaker
+        .as_ref()
+        .filter(|b| b.connections.max_open.is_some() || b.connections.max_pending.is_some())
+        .map(|b| Arc::clone(&b.connections));
+    let mut nodes = Vec::with_capacity(p.nodes.len());
+    for (i, n) in p.nodes.iter().enumerate() {
+        let at = if p.nodes.len() == 1 && n.weight.is_none() {
+            // A target's `url` or `host`: errors name those keys.
+            "url".to_owned()
+        } else {
+            format!("nodes[{i}].url")
+        };
+        if n.weight == Some(0) {
+            return Err(err(&format!("nodes[{i}].weight"), "must be at least 1"));
+        }
+        nodes.push(node(n, p, &counts, dir, key).map_err(|(k, m)| {
+            if k.is_empty() {
+                (at.clone(), m)
             } else {
-                Scheme::HTTP
-            };
-            let auth: Authority = if t.port.is_none() && scheme == Scheme::HTTPS {
-                format!("{host_part}:443")
-                    .parse()
-                    .map_err(|_| ("host".to_owned(), format!("`{host}` is not a host name")))?
-            } else {
-                auth
-            };
-            (scheme, auth, String::new())
+                (k, m)
+            }
+        })?);
+    }
+    if nodes.len() > u16::MAX as usize {
+        return Err(err("nodes", "too many nodes"));
+    }
+    let balance = match p.load_balancing.unwrap_or(LoadBalancing::RoundRobin) {
+        LoadBalancing::RoundRobin => Balance::RoundRobin,
+        LoadBalancing::LeastRequests => Balance::LeastRequests,
+        LoadBalancing::Random => Balance::Random,
+        LoadBalancing::Hash => {
+            let src = p
+                .hash_key
+                .ok_or_else(|| err("hashKey", "`loadBalancing: hash` needs `hashKey`"))?;
+            let key =
+                Template::parse(src, &TemplateScope::default()).map_err(|m| err("hashKey", m))?;
+            let labels: Vec<(&str, u32)> = nodes.iter().map(|n| (&*n.label, n.weight)).collect();
+            Balance::Hash {
+                key,
+                ring: hash_ring(&labels),
+            }
         }
     };
+    if p.hash_key.is_some() && !matches!(balance, Balance::Hash { .. }) {
+        return Err(err("hashKey", "`hashKey` goes with `loadBalancing: hash`"));
+    }
+    let health = p.health_check;
+    let active = match health.and_then(|h| h.active.as_ref()) {
+        None => None,
+        Some(a) => {
+            if !a.path.starts_with('/') {
+                return Err(err("healthCheck.active.path", "must start with `/`"));
+            }
+            let expect = match &a.expect_status {
+                None => vec![(200, 399)],
+                Some(s) => statuses(s).map_err(|m| err("healthCheck.active.expectStatus", m))?,
+            };
+            let positive = |v: Option<u32>, d: u32, k: &str| match v {
+                Some(0) => Err(err(
+                    &format!("healthCheck.active.{k}"),
+                    "must be at least 1",
+                )),
+                v => Ok(v.unwrap_or(d)),
+            };
+            Some(ActiveCheck {
+                path: a.path.clone(),
+                interval: a.interval.map_or(Duration::from_secs(2), |d| d.0),
+                timeout: a.timeout.map_or(Duration::from_secs(1), |d| d.0),
+                healthy_threshold: positive(a.healthy_threshold, 2, "healthyThreshold")?,
+                unhealthy_threshold: positive(a.unhealthy_threshold, 3, "unhealthyThreshold")?,
+                expect,
+            })
+        }
+    };
+    let passive = match health.and_then(|h| h.passive.as_ref()) {
+        None => None,
+        Some(s) => {
+            let pct = s.max_ejected_percent.unwrap_or(50);
+            if pct > 100 {
+                return Err(err(
+                    "healthCheck.passive.maxEjectedPercent",
+                    "is a percentage (0 to 100)",
+                ));
+            }
+            if s.consecutive_failures == Some(0) {
+                return Err(err(
+                    "healthCheck.passive.consecutiveFailures",
+                    "must be at least 1",
+                ));
+            }
+            Some(Passive {
+                consecutive_failures: s.consecutive_failures.unwrap_or(3),
+                failure_status: s
+                    .failure_status
+                    .clone()
+                    .unwrap_or_else(|| vec![502, 503, 504]),
+                eject_for: s.eject_for.map_or(Duration::from_secs(30), |d| d.0),
+                max_ejected_percent: pct,
+            })
+        }
+    };
+    let panic_threshold = match health.and_then(|h| h.panic_threshold.as_deref()) {
+        None => 0.5,
+        Some(p) => percent(p).map_err(|m| err("healthCheck.panicThreshold", m))?,
+    };
+    let retries = match p.retries {
+        None => None,
+        Some(r) => Some(retry_policy(r)?),
+    };
+    if p.dns_refresh.is_some_and(|d| d.0 < Duration::from_secs(1)) {
+        return Err(err("dnsRefresh", "must be at least 1s"));
+    }
+    let t = p.timeouts;
+    if let Some(b) = &breaker {
+        for (v, k) in [
+            (b.connections.max_open, "maxConnections"),
+            (b.connections.max_pending, "maxPendingRequests"),
+            (b.max_requests, "maxRequests"),
+        ] {
+            if v == Some(0) {
+                return Err(err(&format!("circuitBreaker.{k}"), "must be at least 1"));
+            }
+        }
+    }
+    let total_weight = nodes.iter().map(|n| n.weight).sum();
+    Ok(Upstream {
+        id: NEXT_UPSTREAM.fetch_add(1, Ordering::Relaxed),
+        name,
+        nodes,
+        balance,
+        active,
+        passive,
+        panic_threshold,
+        retries,
+        connect_timeout: t.and_then(|t| t.connect).map(|d| d.0),
+        response_timeout: t.and_then(|t| t.response).map(|d| d.0),
+        idle_timeout: t.and_then(|t| t.idle).map(|d| d.0),
+        breaker,
+        dns_refresh: p.dns_refresh.map_or(DNS_REFRESH, |d| d.0),
+        total_weight,
+    })
+}
+
+/// Compiles one node of a pool; `key` identifies the pool across reloads.
+fn node(
+    n: &NodeConfig,
+    p: &PoolSettings<'_>,
+    counts: &Option<Arc<ConnLimits>>,
+    dir: &Path,
+    key: &str,
+) -> Result<Node, Error> {
+    let (ssl, http2) = (p.ssl, p.http2);
+    let url = &n.url;
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| err("", format!("`{url}` is not a URL: {e}")))?;
+    let scheme = uri
+        .scheme()
+        .cloned()
+        .ok_or_else(|| err("", format!("`{url}` has no scheme")))?;
+    if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+        return Err(err("", format!("unsupported scheme `{scheme}`")));
+    }
+    let authority = uri
+        .authority()
+        .cloned()
+        .ok_or_else(|| err("", format!("`{url}` has no host")))?;
+    if uri.query().is_some() {
+        return Err(err("", "a target URL cannot have a query"));
+    }
     // `Host` as written (without a default port); the pool key and connects use host:port.
     let host_header = HeaderValue::from_str(authority.as_str())
-        .map_err(|_| ("host".to_owned(), "not a valid Host header".to_owned()))?;
-    let authority = if authority.port().is_none() {
+        .map_err(|_| err("host", "not a valid Host header"))?;
+    let authority: Authority = if authority.port().is_none() {
         let port = if scheme == Scheme::HTTPS { 443 } else { 80 };
         format!("{}:{port}", authority.as_str())
             .parse()
-            .map_err(|_| ("url".to_owned(), "not a valid host".to_owned()))?
+            .map_err(|_| err("", "not a valid host"))?
     } else {
         authority
     };
     let tls = if scheme == Scheme::HTTPS {
         let label = authority.as_str().to_owned();
-        let cfg = turnpike_tls::client_config(t.ssl.as_ref(), dir, t.http2.0, &label)
-            .map_err(|m| ("ssl".to_owned(), m))?;
-        let name = t
-            .ssl
-            .as_ref()
-            .and_then(|s| s.server_name.clone())
-            .unwrap_or_else(|| {
-                authority
-                    .host()
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned()
-            });
-        let server_name = ServerName::try_from(name.clone()).map_err(|_| {
-            (
-                "ssl.serverName".to_owned(),
-                format!("`{name}` is not a server name"),
-            )
-        })?;
+        let cfg =
+            turnpike_tls::client_config(ssl, dir, http2, &label).map_err(|m| err("ssl", m))?;
+        let name = ssl.and_then(|s| s.server_name.clone()).unwrap_or_else(|| {
+            authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned()
+        });
+        let server_name = ServerName::try_from(name.clone())
+            .map_err(|_| err("ssl.serverName", format!("`{name}` is not a server name")))?;
         Some((cfg, server_name))
     } else {
         None
     };
-    Ok(Target::new(TargetParts {
+    // Connections are shared by every pool that reaches the node in the same way; a pool
+    // with connection limits keeps its own.
+    let transport_key = format!(
+        "{scheme}://{authority}|{ssl:?}|{}|{http2}|{:?}|{:?}|{}",
+        if ssl.is_some() {
+            dir.display().to_string()
+        } else {
+            String::new()
+        },
+        p.timeouts.map(|t| (t.connect, t.idle)),
+        p.dns_refresh,
+        if counts.is_some() { key } else { "" },
+    );
+    Ok(Node::new(NodeParts {
         scheme,
         authority,
         host_header,
-        base_path: base,
-        adjust_host,
+        base_path: uri.path().to_owned(),
         tls,
-        http2: t.http2.0,
+        http2,
+        weight: n.weight.unwrap_or(1),
+        connect_timeout: p.timeouts.and_then(|t| t.connect).map(|d| d.0),
+        idle_timeout: p.timeouts.and_then(|t| t.idle).map(|d| d.0),
+        dns_refresh: p.dns_refresh.map_or(DNS_REFRESH, |d| d.0),
+        transport_key,
+        counts: counts.clone(),
+        key: format!("{key}|{url}|{ssl:?}|{http2}|{}", dir.display()),
     }))
+}
+
+fn retry_policy(r: &turnpike_config::Retries) -> Result<RetryPolicy, Error> {
+    if r.attempts > 10 {
+        return Err(err("retries.attempts", "at most 10"));
+    }
+    let mut p = RetryPolicy {
+        attempts: r.attempts,
+        on_connect_failure: false,
+        on_reset: false,
+        on_timeout: false,
+        on_status: Vec::new(),
+        methods: Vec::new(),
+        per_try_timeout: r.per_try_timeout.map(|d| d.0),
+        budget: match &r.budget {
+            None => 0.2,
+            Some(b) => percent(b).map_err(|m| err("retries.budget", m))?,
+        },
+        max_body_size: r.max_body_size.map_or(64 << 10, |s| s.0),
+    };
+    match &r.on {
+        None => {
+            p.on_connect_failure = true;
+            p.on_reset = true;
+            p.on_timeout = true;
+            p.on_status = vec![502, 503, 504];
+        }
+        Some(list) => {
+            for (i, on) in list.iter().enumerate() {
+                match on {
+                    RetryOn::Status(s) if (100..=599).contains(s) => p.on_status.push(*s),
+                    RetryOn::Failure(f) if f == "connect-failure" => p.on_connect_failure = true,
+                    RetryOn::Failure(f) if f == "reset" => p.on_reset = true,
+                    RetryOn::Failure(f) if f == "timeout" => p.on_timeout = true,
+                    _ => {
+                        return Err(err(
+                            &format!("retries.on[{i}]"),
+                            "expected `connect-failure`, `reset`, `timeout` or a status",
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    p.methods = match &r.methods {
+        None => vec![
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::PUT,
+            Method::DELETE,
+        ],
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes()).map_err(|_| {
+                    err(
+                        &format!("retries.methods[{i}]"),
+                        format!("`{m}` is not an HTTP method"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(p)
+}
+
+/// `50%` (or `0.5`) as a share.
+fn percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(n) => n.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("`{s}` is not a percentage (`50%`)"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("`{s}` is not between 0% and 100%"));
+    }
+    Ok(v)
+}
+
+/// `200-399`, `200`, `200,204` as inclusive ranges.
+fn statuses(s: &str) -> Result<Vec<(u16, u16)>, String> {
+    s.split(',')
+        .map(|part| {
+            let part = part.trim();
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let a: u16 = a
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}` is not a status or range"))?;
+            let b: u16 = b
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}` is not a status or range"))?;
+            if !(100..=599).contains(&a) || a > b || b > 599 {
+                return Err(format!(
+                    "`{part}` is not a status range between 100 and 599"
+                ));
+            }
+            Ok((a, b))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -123,21 +497,19 @@ mod tests {
     use http::uri::PathAndQuery;
     use turnpike_config::units::Flag;
 
-    fn t(
-        url: Option<&str>,
-        host: Option<&str>,
-        port: Option<u16>,
-    ) -> Result<Target, (String, String)> {
+    fn t(url: Option<&str>, host: Option<&str>, port: Option<u16>) -> Result<Target, Error> {
         compile_target(
             &TargetConfig {
                 url: url.map(Into::into),
                 host: host.map(Into::into),
                 port,
                 adjust_host_header: Some(Flag(true)),
-                ssl: None,
-                http2: Flag(false),
+                ..TargetConfig::default()
             },
             Path::new("."),
+            &Upstreams::new(),
+            "test",
+            "test",
         )
     }
 
@@ -146,17 +518,17 @@ mod tests {
         let target = t(Some("http://127.0.0.1:2010/base/"), None, None).unwrap();
         let pq = PathAndQuery::from_static("/items/1?x=2");
         assert_eq!(
-            target.upstream_uri(Some(&pq)).unwrap().to_string(),
+            target.first().upstream_uri(Some(&pq)).unwrap().to_string(),
             "/base/items/1?x=2"
         );
         let target = t(None, Some("localhost"), Some(8080)).unwrap();
         assert_eq!(
-            target.upstream_uri(Some(&pq)).unwrap().to_string(),
+            target.first().upstream_uri(Some(&pq)).unwrap().to_string(),
             "/items/1?x=2"
         );
-        assert_eq!(target.host_header(), "localhost:8080");
+        assert_eq!(target.first().host_header(), "localhost:8080");
         let v6 = t(None, Some("::1"), Some(81)).unwrap();
-        assert_eq!(v6.authority().as_str(), "[::1]:81");
+        assert_eq!(v6.first().authority().as_str(), "[::1]:81");
     }
 
     #[test]
@@ -166,6 +538,7 @@ mod tests {
         assert_eq!(
             t(Some("https://a"), None, None)
                 .unwrap()
+                .first()
                 .authority()
                 .as_str(),
             "a:443"
@@ -173,5 +546,14 @@ mod tests {
         assert_eq!(t(Some("ftp://a"), None, None).unwrap_err().0, "url");
         assert_eq!(t(Some("http://a/?q=1"), None, None).unwrap_err().0, "url");
         assert_eq!(t(Some("/relative"), None, None).unwrap_err().0, "url");
+    }
+
+    #[test]
+    fn percentages_and_status_ranges() {
+        assert_eq!(percent("50%"), Ok(0.5));
+        assert_eq!(percent("0.2"), Ok(0.2));
+        assert!(percent("150%").is_err());
+        assert_eq!(statuses("200-399, 404"), Ok(vec![(200, 399), (404, 404)]));
+        assert!(statuses("399-200").is_err());
     }
 }

@@ -12,6 +12,7 @@ use turnpike_core::CompileError;
 use crate::error::{ConfigError, ConfigErrors, Location};
 use crate::model::{
     ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig,
+    UpstreamConfig,
 };
 use crate::yaml::{self, Span};
 
@@ -121,6 +122,8 @@ pub struct ConfigSet {
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
     /// Every consumer, in the order read.
     pub consumers: Vec<Located<ConsumerConfig>>,
+    /// Every `upstream:` document, in the order read.
+    pub upstreams: Vec<Located<UpstreamConfig>>,
     /// Every file read (for `--watch`).
     pub files: Vec<PathBuf>,
 }
@@ -308,6 +311,11 @@ impl Loader<'_> {
                 value: c,
                 origin,
                 key: "consumer".into(),
+            }),
+            Document::Upstream(u) => self.set.upstreams.push(Located {
+                value: *u,
+                origin,
+                key: "upstream".into(),
             }),
             Document::SoapProxy(p) => self.set.soap_proxies.push(Located {
                 value: *p,

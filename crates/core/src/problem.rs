@@ -94,6 +94,11 @@ pub mod types {
         UPSTREAM_TLS = ("upstream-tls", BAD_GATEWAY, "TLS to the backend failed", "upstream tls");
         /// The backend broke the exchange off or answered something that is not HTTP.
         UPSTREAM_ERROR = ("upstream-error", BAD_GATEWAY, "The backend failed", "upstream error");
+        /// Health checks took every node of the upstream out.
+        NO_HEALTHY_UPSTREAM = ("no-healthy-upstream", SERVICE_UNAVAILABLE, "No healthy upstream", "no healthy upstream");
+        /// The upstream's circuit breaker refuses more requests (`Retry-After` says when to
+        /// try again).
+        UPSTREAM_OVERLOADED = ("upstream-overloaded", SERVICE_UNAVAILABLE, "The upstream is overloaded", "upstream overloaded");
         /// No response head from the backend within `timeouts.upstream`.
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.

@@ -29,6 +29,8 @@ pub struct AccessRecord<'a> {
     pub consumer: Option<&'a str>,
     /// The request id (also in the response and sent to the backend).
     pub request_id: &'a str,
+    /// The node that answered (`host:port`).
+    pub upstream: Option<&'a str>,
 }
 
 /// Writes `r` as one JSON line to stdout. Errors writing the log are ignored (the request has been
@@ -53,6 +55,9 @@ pub fn write(r: &AccessRecord<'_>) {
     }
     if let Some(s) = r.upstream_status {
         obj.insert("upstreamStatus".into(), s.as_u16().into());
+    }
+    if let Some(u) = r.upstream {
+        obj.insert("upstream".into(), u.into());
     }
     if let Some(c) = r.consumer {
         obj.insert("consumer".into(), c.into());

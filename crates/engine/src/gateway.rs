@@ -65,6 +65,8 @@ struct Control {
 /// in-flight requests finish first.
 pub struct Gateway {
     compiler: Arc<dyn Compiler>,
+    /// Probes the nodes of upstreams with active health checks.
+    prober: Option<crate::health::Prober>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     workers: Vec<(mpsc::UnboundedSender<Command>, JoinHandle<()>)>,
     control: Mutex<Control>,
@@ -106,8 +108,11 @@ impl Gateway {
                 .map_err(ApplyError::Thread)?;
             workers.push((tx, handle));
         }
+        let prober =
+            crate::health::Prober::start(Arc::clone(&snapshot)).map_err(ApplyError::Thread)?;
         let gw = Gateway {
             compiler,
+            prober: Some(prober),
             snapshot,
             workers,
             control: Mutex::new(Control {
@@ -242,6 +247,7 @@ impl Gateway {
     }
 
     fn stop(&mut self, grace: std::time::Duration) {
+        self.prober = None;
         for (tx, _) in &self.workers {
             let _ = tx.send(Command::Shutdown(grace));
         }

@@ -9,11 +9,13 @@
 //! `turnpike-compile`), so the data plane never depends on the policies it runs.
 
 pub mod access_log;
+pub mod balance;
 pub mod conn;
 pub mod deadline;
 pub mod exec;
 pub mod gateway;
 pub mod headers;
+pub mod health;
 pub mod listener;
 pub mod plain_io;
 pub mod proxy;

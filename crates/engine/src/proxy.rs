@@ -14,13 +14,17 @@ use http::header;
 use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
+use smallvec::SmallVec;
 use turnpike_core::body::BodyTooLarge;
 use turnpike_core::exchange::{ClientCertificate, FixedEndpoint, PathParams};
 use turnpike_core::{
     problems, Body, BodyInspected, BodyInspector, BodyNeed, Chain, ErrorFormat, Exchange, Outcome,
     Problem, RequestEnd, ResponseEnd, Wait,
 };
-use turnpike_snapshot::{Api, Settings, Snapshot, Target};
+use turnpike_snapshot::upstream::{now_ms, Breaker, Target, Upstream};
+use turnpike_snapshot::{Api, Node, Settings, Snapshot};
+
+use crate::balance::{Balancers, NoNode};
 
 use crate::access_log::{self, AccessRecord};
 use crate::conn::ConnInfo;
@@ -32,6 +36,8 @@ use crate::upstream::{H1Error, UpstreamError, UpstreamPool};
 pub struct RequestContext<'a> {
     /// The worker's upstream connection pool.
     pub client: &'a UpstreamPool,
+    /// The worker's balancing counters.
+    pub balancers: &'a Balancers,
     /// The listening address the request arrived on, as configured (the snapshot's key).
     pub listener: SocketAddr,
     /// The connection the request came on.
@@ -125,6 +131,8 @@ struct Served {
     error: Option<&'static str>,
     /// The consumer an auth policy identified.
     consumer: Option<Arc<str>>,
+    /// The node that answered.
+    upstream_node: Option<Arc<str>>,
 }
 
 impl Served {
@@ -165,6 +173,7 @@ pub async fn serve(
         upstream_status: None,
         error: None,
         consumer: None,
+        upstream_node: None,
     };
     let mut response = 'phases: {
         let (api, params) = phase!('phases, served, route(&snap, ctx.listener, &req));
@@ -209,8 +218,9 @@ pub async fn serve(
                         upgrade: client_upgrade.is_some(),
                     };
                     match forward(&mut ex, target, &ctx, how).await {
-                        Ok((res, up)) => {
+                        Ok((res, up, node)) => {
                             served.upstream_status = Some(res.status());
+                            served.upstream_node = Some(node);
                             (res, usize::MAX, up)
                         }
                         Err(problem) => {
@@ -525,34 +535,230 @@ struct Forwarding<'a> {
     upgrade: bool,
 }
 
-/// Sends the exchange's request to `target`; returns its response (hop-by-hop headers removed)
-/// and, for a 101 answer, the backend side of the upgraded connection.
+/// What a try of a request on one node came to.
+enum Tried {
+    /// A response (and, for a 101 answer, the backend side of the upgraded connection).
+    Answered(Response<Body>, Option<OnUpgrade>),
+    /// The node could not be reached, or broke the exchange off.
+    Failed(Failure, Problem),
+}
+
+/// How a try failed, for retries and health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// No connection (or no TLS session) could be made.
+    Connect,
+    /// The connection was reset or closed before a response head.
+    Reset,
+    /// No response head in time.
+    Timeout,
+    /// Anything else the backend did wrong (an invalid response).
+    Other,
+    /// The client's failure (its body): neither retried nor held against the node.
+    Client,
+    /// The circuit breaker refused a new connection: neither retried nor held against the node.
+    Refused,
+}
+
+/// Forward: sends the exchange's request to a node of `target` (the balancer's choice, skipping
+/// nodes health took out), tries again on another node when the upstream's retry policy says
+/// so (and the request can be sent again: an allowed method, a body in memory), and records
+/// each try's result in the node's health. Returns the response (hop-by-hop headers removed),
+/// for a 101 answer the backend side of the upgraded connection, and the node that answered.
 async fn forward(
     ex: &mut Exchange,
     target: &Target,
     ctx: &RequestContext<'_>,
     how: Forwarding<'_>,
-) -> Result<(Response<Body>, Option<OnUpgrade>), Problem> {
-    let transport = target.transport();
-    let bad = |_: http::Error| {
-        Problem::new(&problems::BAD_REQUEST)
-            .with_detail("the request's path cannot be sent to the backend")
-    };
-    let mut uri = match ex.extensions.get::<FixedEndpoint>() {
-        Some(FixedEndpoint(endpoint)) => target.endpoint_uri(endpoint),
-        None => target.upstream_uri(ex.request.uri.path_and_query()),
+) -> Result<(Response<Body>, Option<OnUpgrade>, Arc<str>), Problem> {
+    let up = &*target.upstream;
+    let mut retry = up
+        .retries
+        .as_ref()
+        .filter(|r| !how.upgrade && r.methods.contains(&ex.request.method));
+    if let Some(r) = retry {
+        if !replayable(ex, r.max_body_size).await {
+            retry = None;
+        }
     }
-    .map_err(bad)?;
+    let _request = match &up.breaker {
+        Some(b) => Some(breaker_admit(b)?),
+        None => None,
+    };
+    if let Some(r) = retry {
+        ctx.balancers.budget_request(up, r.budget);
+    }
+    let attempts = retry.map_or(0, |r| r.attempts);
+    let mut tried: SmallVec<[usize; 4]> = SmallVec::new();
+    let mut last: Option<Problem> = None;
+    // A response a retry would replace, kept until another try starts.
+    let mut answered: Option<(Response<Body>, Option<OnUpgrade>, Arc<str>)> = None;
+    for attempt in 0..=attempts {
+        let i = match ctx.balancers.pick(up, ex, &tried) {
+            Ok(i) => i,
+            Err(NoNode::NoneHealthy) if attempt == 0 => {
+                return Err(Problem::new(&problems::NO_HEALTHY_UPSTREAM)
+                    .with_detail(format!("no node of `{}` is healthy", up.name)));
+            }
+            // Every node was tried: the last try's answer stands.
+            Err(_) => break,
+        };
+        answered = None;
+        tried.push(i);
+        let node = &up.nodes[i];
+        let may_retry = attempt < attempts;
+        ctx.balancers.started(up, i);
+        let result = send_to(ex, target, node, ctx, &how, may_retry).await;
+        ctx.balancers.finished(up, i);
+        match result {
+            Tried::Answered(res, upgraded) => {
+                let status = res.status().as_u16();
+                let failed = up
+                    .passive
+                    .as_ref()
+                    .is_some_and(|p| p.failure_status.contains(&status));
+                record(up, i, failed);
+                let again = may_retry
+                    && retry.is_some_and(|r| r.on_status.contains(&status))
+                    && ctx.balancers.take_retry(up);
+                if !again {
+                    return Ok((res, upgraded, Arc::clone(&node.label)));
+                }
+                tracing::debug!(upstream = %up.name, node = %node.label, status, "trying again on another node");
+                answered = Some((res, upgraded, Arc::clone(&node.label)));
+            }
+            Tried::Failed(Failure::Client | Failure::Refused, problem) => return Err(problem),
+            Tried::Failed(kind, problem) => {
+                record(up, i, true);
+                let again = may_retry
+                    && retry.is_some_and(|r| match kind {
+                        Failure::Connect => r.on_connect_failure,
+                        Failure::Reset => r.on_reset,
+                        Failure::Timeout => r.on_timeout,
+                        Failure::Other | Failure::Client | Failure::Refused => false,
+                    })
+                    && ctx.balancers.take_retry(up);
+                if !again {
+                    return Err(problem);
+                }
+                tracing::debug!(upstream = %up.name, node = %node.label, ?kind, "trying again on another node");
+                last = Some(problem);
+            }
+        }
+    }
+    match answered {
+        Some(a) => Ok(a),
+        None => Err(last.unwrap_or_else(|| Problem::new(&problems::UPSTREAM_ERROR))),
+    }
+}
+
+/// Records a try's result in the node's health (passive checks count failures in a row).
+fn record(up: &Upstream, i: usize, failed: bool) {
+    let Some(passive) = &up.passive else {
+        return;
+    };
+    let state = &up.nodes[i].state;
+    if failed {
+        if state.failed(Some(passive), || up.may_eject(now_ms())) {
+            tracing::warn!(upstream = %up.name, node = %up.nodes[i].label, "node ejected after failures in a row");
+        }
+    } else {
+        state.succeeded();
+    }
+}
+
+/// Holds the request body in memory, when it is not already and is small enough, so that it can
+/// be sent again; false when it cannot be (too large, or of unknown length).
+async fn replayable(ex: &mut Exchange, max: u64) -> bool {
+    match &ex.request_body {
+        Body::Empty | Body::Full(_) => true,
+        _ => {
+            let announced = ex
+                .request
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if announced.is_none_or(|n| n > max) {
+                return false;
+            }
+            let body = std::mem::take(&mut ex.request_body);
+            match Box::pin(buffer(body, max)).await {
+                Ok(bytes) => {
+                    ex.request_body = Body::Full(Some(bytes));
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+    }
+}
+
+/// A request counted by a circuit breaker; dropping it gives its place back.
+struct Admitted<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Counts a request against the upstream's circuit breaker, or refuses it (503 with
+/// `Retry-After`) when the breaker's limits are reached.
+fn breaker_admit(b: &Breaker) -> Result<Admitted<'_>, Problem> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let over = |what: &str| {
+        Problem::new(&problems::UPSTREAM_OVERLOADED)
+            .with_detail(format!("the upstream has too many {what}"))
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+    };
+    let n = b.requests.fetch_add(1, Relaxed);
+    let admitted = Admitted(&b.requests);
+    if b.max_requests.is_some_and(|m| n >= m) {
+        return Err(over("requests in flight"));
+    }
+    Ok(admitted)
+}
+
+/// One try: sends the exchange's request to `node`. With `keep`, the exchange keeps the request
+/// (head and body) for another try.
+async fn send_to(
+    ex: &mut Exchange,
+    target: &Target,
+    node: &Node,
+    ctx: &RequestContext<'_>,
+    how: &Forwarding<'_>,
+    keep: bool,
+) -> Tried {
+    let transport = node.transport();
+    let bad = |_: http::Error| {
+        Tried::Failed(
+            Failure::Client,
+            Problem::new(&problems::BAD_REQUEST)
+                .with_detail("the request's path cannot be sent to the backend"),
+        )
+    };
+    let uri = match ex.extensions.get::<FixedEndpoint>() {
+        Some(FixedEndpoint(endpoint)) => node.endpoint_uri(endpoint),
+        None => node.upstream_uri(ex.request.uri.path_and_query()),
+    };
+    let mut uri = match uri {
+        Ok(u) => u,
+        Err(e) => return bad(e),
+    };
     if transport.http2 {
         // HTTP/2 carries scheme and authority as pseudo-headers: give the full URI.
         let mut p = uri.into_parts();
-        p.scheme = Some(target.scheme().clone());
-        p.authority = Some(target.authority().clone());
-        uri = http::Uri::from_parts(p).map_err(|e| bad(e.into()))?;
+        p.scheme = Some(node.scheme().clone());
+        p.authority = Some(node.authority().clone());
+        uri = match http::Uri::from_parts(p) {
+            Ok(u) => u,
+            Err(e) => return bad(e.into()),
+        };
     }
     // HTTP/2 clients send the authority instead of `Host`.
     let client_authority = ex.request.uri.authority().cloned();
-    let mut parts = if how.keep_request {
+    let mut parts = if how.keep_request || keep {
         let mut p = Request::new(()).into_parts().0;
         p.method = ex.request.method.clone();
         p.headers = ex.request.headers.clone();
@@ -599,16 +805,27 @@ async fn forward(
     } else if target.adjust_host {
         parts
             .headers
-            .insert(header::HOST, target.host_header().clone());
+            .insert(header::HOST, node.host_header().clone());
     } else if !parts.headers.contains_key(header::HOST) {
         let host = client_authority
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            .unwrap_or_else(|| target.host_header().clone());
+            .unwrap_or_else(|| node.host_header().clone());
         parts.headers.insert(header::HOST, host);
     }
-    let body = std::mem::take(&mut ex.request_body);
+    let body = if keep {
+        match &ex.request_body {
+            Body::Full(b) => Body::Full(b.clone()),
+            _ => Body::Empty,
+        }
+    } else {
+        std::mem::take(&mut ex.request_body)
+    };
     let req = Request::from_parts(parts, body);
-    let timeout = how.timeout;
+    let up = &*target.upstream;
+    let timeout = match up.retries.as_ref().and_then(|r| r.per_try_timeout) {
+        Some(t) => t,
+        None => up.response_timeout.unwrap_or(how.timeout),
+    };
     let result = crate::deadline::timeout(
         timeout,
         ctx.client.send(transport, req, forwarded, how.upgrade),
@@ -616,10 +833,17 @@ async fn forward(
     .await;
     let mut res = match result {
         Err(_) => {
-            return Err(Problem::new(&problems::UPSTREAM_TIMEOUT)
-                .with_detail(format!("no response within {timeout:?}")))
+            tracing::warn!(upstream = %up.name, node = %node.label, "no response head within {timeout:?}");
+            return Tried::Failed(
+                Failure::Timeout,
+                Problem::new(&problems::UPSTREAM_TIMEOUT)
+                    .with_detail(format!("no response within {timeout:?}")),
+            );
         }
-        Ok(Err(e)) => return Err(classify(&e, target)),
+        Ok(Err(e)) => {
+            let (kind, problem) = classify(&e, node);
+            return Tried::Failed(kind, problem);
+        }
         Ok(Ok(res)) => res,
     };
     let upgraded = if res.status() == StatusCode::SWITCHING_PROTOCOLS {
@@ -642,40 +866,63 @@ async fn forward(
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         parts.headers.insert(header::UPGRADE, u);
     }
-    Ok((Response::from_parts(parts, body), upgraded))
+    Tried::Answered(Response::from_parts(parts, body), upgraded)
 }
 
-/// The problem for a failed backend exchange. What the client learns is the kind of failure;
-/// the backend's address and the error itself go to the log. A request body that broke off or
-/// whose framing is bad is the client's failure, not the backend's: 400 (the connection to the
-/// backend, which got a truncated request, is closed, and so is the client's).
-fn classify(e: &UpstreamError, target: &Target) -> Problem {
+/// The problem for a failed backend exchange, and the kind of failure. What the client learns
+/// is the kind of failure; the backend's address and the error itself go to the log. A request
+/// body that broke off or whose framing is bad is the client's failure, not the backend's: 400
+/// (the connection to the backend, which got a truncated request, is closed, and so is the
+/// client's).
+fn classify(e: &UpstreamError, node: &Node) -> (Failure, Problem) {
+    let close = || HeaderValue::from_static("close");
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.downcast_ref::<BodyTooLarge>().is_some() {
-            return Problem::new(&problems::BODY_TOO_LARGE)
-                .with_detail("the request body exceeds the configured limit")
-                .with_header(header::CONNECTION, HeaderValue::from_static("close"));
+            return (
+                Failure::Client,
+                Problem::new(&problems::BODY_TOO_LARGE)
+                    .with_detail("the request body exceeds the configured limit")
+                    .with_header(header::CONNECTION, close()),
+            );
         }
         if s.downcast_ref::<BodyTimeout>().is_some() {
-            return Problem::new(&problems::BODY_TIMEOUT)
-                .with_header(header::CONNECTION, HeaderValue::from_static("close"));
+            return (
+                Failure::Client,
+                Problem::new(&problems::BODY_TIMEOUT).with_header(header::CONNECTION, close()),
+            );
         }
         source = s.source();
     }
     if let UpstreamError::H1(H1Error::RequestBody(_) | H1Error::RequestBodyLength) = e {
         tracing::info!("request body from the client: {}", error_chain(e));
-        return Problem::new(&problems::BAD_BODY)
-            .with_detail("the body broke off or its chunked framing is invalid")
-            .with_header(header::CONNECTION, HeaderValue::from_static("close"));
+        return (
+            Failure::Client,
+            Problem::new(&problems::BAD_BODY)
+                .with_detail("the body broke off or its chunked framing is invalid")
+                .with_header(header::CONNECTION, close()),
+        );
     }
-    tracing::warn!(backend = %target.authority(), "{}", error_chain(e));
+    if let UpstreamError::Overloaded(what) = e {
+        tracing::warn!(backend = %node.label, "circuit breaker: {e}");
+        return (
+            Failure::Refused,
+            Problem::new(&problems::UPSTREAM_OVERLOADED)
+                .with_detail(format!("the upstream has too many {what}"))
+                .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")),
+        );
+    }
+    tracing::warn!(backend = %node.label, "{}", error_chain(e));
     match e {
-        UpstreamError::Tls { .. } => Problem::new(&problems::UPSTREAM_TLS),
-        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => {
-            Problem::new(&problems::UPSTREAM_UNREACHABLE)
+        UpstreamError::Tls { .. } => (Failure::Connect, Problem::new(&problems::UPSTREAM_TLS)),
+        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => (
+            Failure::Connect,
+            Problem::new(&problems::UPSTREAM_UNREACHABLE),
+        ),
+        UpstreamError::H1(h) if h.is_stale_connection() => {
+            (Failure::Reset, Problem::new(&problems::UPSTREAM_ERROR))
         }
-        _ => Problem::new(&problems::UPSTREAM_ERROR),
+        _ => (Failure::Other, Problem::new(&problems::UPSTREAM_ERROR)),
     }
 }
 
@@ -732,6 +979,7 @@ impl RequestLog {
                 error: served.error,
                 consumer: served.consumer.as_deref(),
                 request_id: served.request_id.to_str().unwrap_or(""),
+                upstream: served.upstream_node.as_deref(),
             });
         }
         response

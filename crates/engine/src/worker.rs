@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use turnpike_snapshot::{Settings, Snapshot};
 
+use crate::balance::Balancers;
 use crate::conn::ConnInfo;
 use crate::exec::LocalExec;
 use crate::plain_io::PlainStream;
@@ -42,6 +43,7 @@ pub enum Command {
 
 struct Worker {
     snapshot: Arc<ArcSwap<Snapshot>>,
+    balancers: Balancers,
     per_ip: PerIp,
     client: RefCell<Rc<UpstreamPool>>,
     settings: RefCell<Settings>,
@@ -75,6 +77,7 @@ async fn main_loop(
 ) {
     let worker = Rc::new(Worker {
         snapshot,
+        balancers: Balancers::default(),
         per_ip,
         client: RefCell::new(Rc::new(UpstreamPool::new(&settings))),
         settings: RefCell::new(settings),
@@ -92,6 +95,7 @@ async fn main_loop(
                 tick.tick().await;
                 let pool = Rc::clone(&worker.client.borrow());
                 pool.sweep();
+                worker.balancers.sweep();
             }
         })
     };
@@ -287,6 +291,7 @@ where
             let client = Rc::clone(&w.client.borrow());
             let ctx = RequestContext {
                 client: &client,
+                balancers: &w.balancers,
                 listener: key,
                 conn: &info,
             };

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use turnpike_core::{Chain, RenderProblem};
 
-use crate::target::Target;
+use crate::upstream::Target;
 
 /// A compiled API.
 #[derive(Debug)]

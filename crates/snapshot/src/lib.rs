@@ -4,8 +4,10 @@
 //! and the compiler see the same snapshot without depending on each other.
 
 mod api;
+pub mod health;
 mod settings;
 mod target;
+pub mod upstream;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,7 +17,8 @@ use turnpike_core::Router;
 
 pub use api::Api;
 pub use settings::{Http2Limits, Settings};
-pub use target::{Target, TargetParts, Transport};
+pub use target::{Node, NodeParts, Transport};
+pub use upstream::{Target, Upstream};
 
 /// The routes of one listening address.
 pub struct ListenerRoutes {
@@ -99,6 +102,8 @@ pub struct Snapshot {
     /// wsdl2openapi WSDLs, JWKS files, htpasswd files) — so that `--watch` reloads when they
     /// change (certificate rotation, key rollover, new users).
     pub spec_files: Vec<std::path::PathBuf>,
+    /// Every upstream the APIs forward to (each once), for the health prober.
+    pub upstreams: Vec<Arc<Upstream>>,
 }
 
 #[cfg(test)]

@@ -1,14 +1,19 @@
-//! A compiled target: where an API forwards to, and how the upstream URI and `Host` are formed.
+//! A backend node: how the gateway reaches it (its [`Transport`]), and how the upstream URI and
+//! `Host` are formed for it. A [`Target`] is an API's pool of nodes ([`crate::Upstream`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Uri};
 use rustls::pki_types::ServerName;
 
+use crate::health::NodeState;
+
 /// How the gateway reaches a backend: address, TLS and protocol. Pooled connections are keyed
-/// by [`Transport::id`], unique per compiled target.
+/// by [`Transport::id`], which stays the same across reloads for the same node with the same
+/// settings (so that a reload keeps its pooled connections).
 pub struct Transport {
     /// Unique id (the connection pool's key).
     pub id: u64,
@@ -18,6 +23,14 @@ pub struct Transport {
     pub tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
     /// Speak HTTP/2.
     pub http2: bool,
+    /// Time to connect (default: the gateway's).
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Idle time of pooled connections (default: the gateway's).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// How long a lookup of the host name is used.
+    pub dns_refresh: std::time::Duration,
+    /// The circuit breaker's connection limits and counts of the node's upstream.
+    pub counts: Option<Arc<ConnLimits>>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -32,21 +45,75 @@ impl std::fmt::Debug for Transport {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A compiled `target:`.
+/// The transport ids of nodes, by their URL and settings, while a snapshot uses them.
+fn transport_id(key: &str) -> u64 {
+    static IDS: std::sync::Mutex<Option<HashMap<String, (u64, std::time::Instant)>>> =
+        std::sync::Mutex::new(None);
+    let mut ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ids = ids.get_or_insert_with(HashMap::new);
+    // Forget keys no load has used for an hour (a reload refreshes the ones it uses).
+    ids.retain(|_, (_, at)| at.elapsed() < std::time::Duration::from_secs(3600));
+    let entry = ids.entry(key.to_owned()).or_insert_with(|| {
+        (
+            NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            std::time::Instant::now(),
+        )
+    });
+    entry.1 = std::time::Instant::now();
+    entry.0
+}
+
+/// A circuit breaker's limits on connections to an upstream's nodes and its counts (by every
+/// worker): checked when a request needs a new connection.
+#[derive(Debug, Default)]
+pub struct ConnLimits {
+    /// Most connections open.
+    pub max_open: Option<u32>,
+    /// Most requests waiting for a new connection.
+    pub max_pending: Option<u32>,
+    /// Connections open now.
+    pub open: Arc<AtomicU32>,
+    /// Requests waiting for a new connection now.
+    pub pending: Arc<AtomicU32>,
+}
+
+impl ConnLimits {
+    /// Which limit a new connection would exceed now, if any (`maxConnections` or
+    /// `maxPendingRequests`).
+    pub fn exceeded(&self) -> Option<&'static str> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.max_open.is_some_and(|m| self.open.load(Relaxed) >= m) {
+            Some("connections")
+        } else if self
+            .max_pending
+            .is_some_and(|m| self.pending.load(Relaxed) >= m)
+        {
+            Some("requests waiting for a connection")
+        } else {
+            None
+        }
+    }
+}
+
+/// A compiled backend node.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct Node {
     scheme: Scheme,
     authority: Authority,
     transport: Arc<Transport>,
     host_header: HeaderValue,
     /// Base path without a trailing `/` ("" when none).
     base_path: String,
-    /// Rewrite `Host` to the target's authority.
-    pub adjust_host: bool,
+    /// Its share of the requests.
+    pub weight: u32,
+    /// Its health, shared by every worker and kept across reloads.
+    pub state: Arc<NodeState>,
+    /// `host:port`, for logs.
+    pub label: Arc<str>,
 }
 
-/// The parts of a target, checked by the compiler.
-pub struct TargetParts {
+/// The parts of a node, checked by the compiler.
+pub struct NodeParts {
     /// `http` or `https`.
     pub scheme: Scheme,
     /// `host:port`, with the scheme's default port filled in.
@@ -55,34 +122,59 @@ pub struct TargetParts {
     pub host_header: HeaderValue,
     /// The URL's path ("" or "/" when none).
     pub base_path: String,
-    /// Rewrite `Host` to the target's authority.
-    pub adjust_host: bool,
     /// TLS client config and the name sent as SNI and verified, for `https`.
     pub tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
     /// Speak HTTP/2.
     pub http2: bool,
+    /// Its share of the requests (at least 1).
+    pub weight: u32,
+    /// Time to connect (default: the gateway's).
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Idle time of pooled connections (default: the gateway's).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// How long a lookup of the host name is used.
+    pub dns_refresh: std::time::Duration,
+    /// The circuit breaker's connection limits (see [`Transport::counts`]).
+    pub counts: Option<Arc<ConnLimits>>,
+    /// What identifies the node across reloads: its pool and URL, and the settings that make
+    /// its connections (a node with the same key keeps its health state).
+    pub key: String,
+    /// What identifies the node's connections: nodes with the same transport key (in any pool,
+    /// before and after a reload) share pooled connections.
+    pub transport_key: String,
 }
 
-impl Target {
-    /// A target from checked parts, with a transport of its own (its own connection pool key).
-    pub fn new(p: TargetParts) -> Self {
+impl Node {
+    /// A node from checked parts.
+    pub fn new(p: NodeParts) -> Self {
         let transport = Arc::new(Transport {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: transport_id(&p.transport_key),
             authority: p.authority.clone(),
             tls: p.tls,
             http2: p.http2,
+            connect_timeout: p.connect_timeout,
+            idle_timeout: p.idle_timeout,
+            dns_refresh: p.dns_refresh,
+            counts: p.counts,
         });
-        Target {
+        Node {
+            label: p.authority.as_str().into(),
+            state: NodeState::shared(&p.key),
             scheme: p.scheme,
             authority: p.authority,
             transport,
             host_header: p.host_header,
             base_path: p.base_path.trim_end_matches('/').to_owned(),
-            adjust_host: p.adjust_host,
+            weight: p.weight.max(1),
         }
     }
 
-    /// The `Host` header value for this target.
+    /// The node URL's path, without a trailing `/` ("" when none).
+    pub fn base_path(&self) -> &str {
+        &self.base_path
+    }
+
+    /// The `Host` header value for this node.
     pub fn host_header(&self) -> &HeaderValue {
         &self.host_header
     }
@@ -138,37 +230,62 @@ impl Target {
 mod tests {
     use super::*;
 
-    fn target(base: &str) -> Target {
-        Target::new(TargetParts {
+    fn node(base: &str) -> Node {
+        node_reached_by(base, "test")
+    }
+
+    fn node_reached_by(base: &str, transport_key: &str) -> Node {
+        Node::new(NodeParts {
             scheme: Scheme::HTTP,
             authority: Authority::from_static("127.0.0.1:2010"),
             host_header: HeaderValue::from_static("127.0.0.1:2010"),
             base_path: base.into(),
-            adjust_host: true,
             tls: None,
             http2: false,
+            weight: 1,
+            connect_timeout: None,
+            idle_timeout: None,
+            dns_refresh: std::time::Duration::from_secs(30),
+            counts: None,
+            key: format!("test|{base}"),
+            transport_key: transport_key.into(),
         })
     }
 
     #[test]
     fn joins_base_path() {
         let pq = PathAndQuery::from_static("/items/1?x=2");
-        let t = target("/base/");
         assert_eq!(
-            t.upstream_uri(Some(&pq)).unwrap().to_string(),
+            node("/base/").upstream_uri(Some(&pq)).unwrap().to_string(),
             "/base/items/1?x=2"
         );
         assert_eq!(
-            target("").upstream_uri(Some(&pq)).unwrap().to_string(),
+            node("").upstream_uri(Some(&pq)).unwrap().to_string(),
             "/items/1?x=2"
         );
-        assert_eq!(target("").upstream_uri(None).unwrap().to_string(), "/");
+        assert_eq!(node("").upstream_uri(None).unwrap().to_string(), "/");
     }
 
     #[test]
     fn fixed_endpoints_use_the_base_path_first() {
         let e = PathAndQuery::from_static("/soap");
-        assert_eq!(target("/svc").endpoint_uri(&e).unwrap().to_string(), "/svc");
-        assert_eq!(target("").endpoint_uri(&e).unwrap().to_string(), "/soap");
+        assert_eq!(node("/svc").endpoint_uri(&e).unwrap().to_string(), "/svc");
+        assert_eq!(node("").endpoint_uri(&e).unwrap().to_string(), "/soap");
+    }
+
+    #[test]
+    fn the_same_key_keeps_its_transport_id_and_state() {
+        let a = node("/same");
+        let b = node("/same");
+        assert_eq!(a.transport().id, b.transport().id);
+        assert!(Arc::ptr_eq(&a.state, &b.state));
+        // Another key: another state; another transport key: other connections.
+        let other = node("/other");
+        assert!(!Arc::ptr_eq(&a.state, &other.state));
+        assert_eq!(a.transport().id, other.transport().id, "same transport key");
+        assert_ne!(
+            a.transport().id,
+            node_reached_by("/same", "tls").transport().id
+        );
     }
 }

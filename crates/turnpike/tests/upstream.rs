@@ -306,3 +306,24 @@ async fn broken_answers_are_502_and_truncated_bodies_fail() {
     let r = get(gw.addr(), "/other").await;
     assert_eq!(r.text(), "default");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apis_with_the_same_backend_share_its_connections() {
+    let backend = Scripted::start().await;
+    let mut yaml = String::from("gateway: { accessLog: false, threads: 1 }\n");
+    for i in 0..8 {
+        yaml.push_str(&format!(
+            "---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /api{i} }}\n  target: {{ url: \"http://127.0.0.1:{}/\" }}\n",
+            backend.port
+        ));
+    }
+    let gw = TestGateway::start(&yaml);
+    for round in 0..3 {
+        for i in 0..8 {
+            let r = get(gw.addr(), &format!("/api{i}/x")).await;
+            assert_eq!(r.text(), "default", "round {round}, api {i}");
+        }
+    }
+    // One connection served every API (the client's requests are sequential).
+    assert_eq!(backend.connections(), 1);
+}

@@ -5,7 +5,10 @@ use std::net::IpAddr;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{OpenApiSource, PolicyConfig, SslConfig, TargetSsl};
+use super::{
+    CircuitBreaker, HealthCheck, LoadBalancing, NodeConfig, OpenApiSource, PolicyConfig,
+    PoolSettings, PoolTimeouts, Retries, SslConfig, TargetSsl,
+};
 use crate::units::Flag;
 
 /// An API (`api:` document).
@@ -64,7 +67,7 @@ pub struct PathConfig {
 }
 
 /// The backend an API forwards to.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TargetConfig {
     /// `http://host:port/base`: the base path is joined with the request path.
@@ -86,4 +89,51 @@ pub struct TargetConfig {
     /// for gRPC.
     #[serde(default)]
     pub http2: Flag,
+    /// The name of an `upstream:` document to forward to, instead of `url` or `host`.
+    #[serde(default)]
+    pub upstream: Option<String>,
+    /// A pool of nodes written inline, instead of `url` or `host` (the settings of an
+    /// `upstream:` document may follow).
+    #[serde(default)]
+    pub nodes: Option<Vec<NodeConfig>>,
+    /// With `nodes`: how a node is chosen (default `roundRobin`).
+    #[serde(default)]
+    pub load_balancing: Option<LoadBalancing>,
+    /// With `nodes` and `loadBalancing: hash`: the template whose value picks the node.
+    #[serde(default)]
+    pub hash_key: Option<String>,
+    /// Health checks of the target's nodes (also for a single `url`).
+    #[serde(default)]
+    pub health_check: Option<HealthCheck>,
+    /// Trying a failed request again (on another node where there is one).
+    #[serde(default)]
+    pub retries: Option<Retries>,
+    /// Timeouts to this target (default: the gateway's).
+    #[serde(default)]
+    pub timeouts: Option<PoolTimeouts>,
+    /// Limits past which requests are refused with 503 instead of queued.
+    #[serde(default)]
+    pub circuit_breaker: Option<CircuitBreaker>,
+    /// How often host names are looked up again (default 30s).
+    #[serde(default)]
+    pub dns_refresh: Option<crate::units::Duration>,
+}
+
+impl TargetConfig {
+    /// The pool settings written in this target, for a pool of `nodes` (the `url`/`host` node,
+    /// or the inline nodes).
+    pub fn pool<'a>(&'a self, nodes: &'a [NodeConfig]) -> PoolSettings<'a> {
+        PoolSettings {
+            nodes,
+            load_balancing: self.load_balancing,
+            hash_key: self.hash_key.as_deref(),
+            health_check: self.health_check.as_ref(),
+            retries: self.retries.as_ref(),
+            timeouts: self.timeouts.as_ref(),
+            circuit_breaker: self.circuit_breaker.as_ref(),
+            dns_refresh: self.dns_refresh,
+            ssl: self.ssl.as_ref(),
+            http2: self.http2.0,
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod gateway;
 mod openapi;
 mod soap;
 mod tls;
+mod upstream;
 
 pub use api::*;
 pub use consumer::*;
@@ -20,6 +21,7 @@ pub use gateway::*;
 pub use openapi::*;
 pub use soap::*;
 pub use tls::*;
+pub use upstream::*;
 
 use std::borrow::Cow;
 
@@ -42,6 +44,8 @@ pub enum Document {
     Consumer(ConsumerConfig),
     /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
     SoapProxy(Box<SoapProxyConfig>),
+    /// A pool of backend nodes that targets refer to by name.
+    Upstream(Box<UpstreamConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the

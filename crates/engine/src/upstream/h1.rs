@@ -61,7 +61,7 @@ pub enum H1Error {
 impl H1Error {
     /// The backend's fault is a closed or reset connection: on a reused connection, the request
     /// may be sent again on another one.
-    fn is_stale_connection(&self) -> bool {
+    pub fn is_stale_connection(&self) -> bool {
         match self {
             H1Error::Closed => true,
             H1Error::Io(e) => matches!(
@@ -276,6 +276,26 @@ pub struct Conn {
     pub rbuf: BytesMut,
     /// The connection has carried a request before.
     pub reused: bool,
+    /// Its place in its upstream's count of open connections (a circuit breaker's), given back
+    /// when the connection closes.
+    pub counted: Option<Counted>,
+}
+
+/// One unit of a shared count, given back on drop.
+pub struct Counted(pub std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl Counted {
+    /// Takes one unit of `count`.
+    pub fn take(count: &std::sync::Arc<std::sync::atomic::AtomicU32>) -> Counted {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Counted(std::sync::Arc::clone(count))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Why an exchange failed, and whether another connection may be tried.
@@ -475,6 +495,7 @@ impl Conn {
             io,
             rbuf: BytesMut::new(),
             reused: false,
+            counted: None,
         }
     }
 

@@ -156,6 +156,9 @@ pub enum UpstreamError {
     /// The HTTP/1.1 exchange failed.
     #[error(transparent)]
     H1(#[from] H1Error),
+    /// A new connection would exceed the upstream's circuit breaker (too many of what it says).
+    #[error("the upstream has too many {0}")]
+    Overloaded(&'static str),
 }
 
 /// A worker's pool of backend connections.
@@ -331,7 +334,8 @@ impl UpstreamPool {
         let list = idle.get_mut(&transport.id)?;
         let now = self.now.get();
         while let Some(mut entry) = list.pop_back() {
-            if now.duration_since(entry.since) > self.idle_timeout || !entry.conn.is_usable() {
+            let idle_timeout = transport.idle_timeout.unwrap_or(self.idle_timeout);
+            if now.duration_since(entry.since) > idle_timeout || !entry.conn.is_usable() {
                 continue; // dropped: closes the connection
             }
             if let Idle::H2(s) = &entry.conn {
@@ -380,6 +384,27 @@ impl UpstreamPool {
     }
 
     async fn connect(&self, transport: &Transport) -> Result<Idle, UpstreamError> {
+        let connect_timeout = transport.connect_timeout.unwrap_or(self.connect_timeout);
+        // Waiting for a new connection counts for a circuit breaker, and so does the connection.
+        if let Some(limit) = transport.counts.as_ref().and_then(|c| c.exceeded()) {
+            return Err(UpstreamError::Overloaded(limit));
+        }
+        let _pending = transport
+            .counts
+            .as_ref()
+            .map(|c| h1::Counted::take(&c.pending));
+        let mut idle = self.open(transport, connect_timeout).await?;
+        if let (Idle::H1(c), Some(counts)) = (&mut idle, &transport.counts) {
+            c.counted = Some(h1::Counted::take(&counts.open));
+        }
+        Ok(idle)
+    }
+
+    async fn open(
+        &self,
+        transport: &Transport,
+        connect_timeout: Duration,
+    ) -> Result<Idle, UpstreamError> {
         let authority = &transport.authority;
         let host = authority
             .host()
@@ -387,7 +412,10 @@ impl UpstreamPool {
             .trim_end_matches(']');
         let port = authority.port_u16().unwrap_or(80);
         let open = async {
-            let addrs = self.resolver.addresses(transport.id, host, port).await?;
+            let addrs = self
+                .resolver
+                .addresses(transport.id, host, port, transport.dns_refresh)
+                .await?;
             let stream = resolve::connect(&addrs).await?;
             if addrs.len() > 1 {
                 if let Ok(peer) = stream.peer_addr() {
@@ -396,11 +424,11 @@ impl UpstreamPool {
             }
             Ok::<_, std::io::Error>(stream)
         };
-        let stream = match tokio::time::timeout(self.connect_timeout, open).await {
+        let stream = match tokio::time::timeout(connect_timeout, open).await {
             Err(_) => {
                 return Err(UpstreamError::ConnectTimeout {
                     authority: authority.clone(),
-                    timeout: self.connect_timeout,
+                    timeout: connect_timeout,
                 })
             }
             Ok(Err(source)) => {
@@ -417,7 +445,7 @@ impl UpstreamPool {
             None => Idle::H1(Conn::new(Io::Tcp(stream))),
             Some((cfg, name)) => {
                 let tls = match tokio::time::timeout(
-                    self.connect_timeout,
+                    connect_timeout,
                     turnpike_tls::connect(cfg.clone(), name.clone(), stream),
                 )
                 .await
@@ -432,7 +460,7 @@ impl UpstreamPool {
                     Err(_) => {
                         return Err(UpstreamError::ConnectTimeout {
                             authority: authority.clone(),
-                            timeout: self.connect_timeout,
+                            timeout: connect_timeout,
                         })
                     }
                 };

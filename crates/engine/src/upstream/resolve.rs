@@ -1,6 +1,7 @@
-//! Backend addresses by host name, looked up at most once per [`TTL`] per worker and host (a
-//! burst of new connections makes one lookup, not one blocking thread each). IP literals are
-//! never looked up. The address that last accepted a connection is tried first.
+//! Backend addresses by host name, looked up at most once per refresh interval (the target's
+//! `dnsRefresh`) per worker and host (a burst of new connections makes one lookup, not one
+//! blocking thread each). IP literals are never looked up. The address that last accepted a
+//! connection is tried first.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -11,12 +12,16 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-/// How long a lookup's answer is used.
-pub const TTL: Duration = Duration::from_secs(30);
-
 struct Resolved {
     addrs: Vec<SocketAddr>,
     at: Instant,
+    ttl: Duration,
+}
+
+impl Resolved {
+    fn fresh(&self) -> bool {
+        self.at.elapsed() < self.ttl
+    }
 }
 
 type Entry = Rc<Mutex<Option<Resolved>>>;
@@ -28,15 +33,21 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// The addresses of `host:port`, best first. Concurrent callers for the same key wait for
-    /// one lookup.
-    pub async fn addresses(&self, key: u64, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    /// The addresses of `host:port`, best first, looked up again when the last answer is older
+    /// than `ttl`. Concurrent callers for the same key wait for one lookup.
+    pub async fn addresses(
+        &self,
+        key: u64,
+        host: &str,
+        port: u16,
+        ttl: Duration,
+    ) -> io::Result<Vec<SocketAddr>> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
         let entry = Rc::clone(self.entries.borrow_mut().entry(key).or_default());
         let mut slot = entry.lock().await;
-        if let Some(r) = slot.as_ref().filter(|r| r.at.elapsed() < TTL) {
+        if let Some(r) = slot.as_ref().filter(|r| r.fresh()) {
             return Ok(r.addrs.clone());
         }
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
@@ -49,6 +60,7 @@ impl Resolver {
         *slot = Some(Resolved {
             addrs: addrs.clone(),
             at: Instant::now(),
+            ttl,
         });
         Ok(addrs)
     }
@@ -70,13 +82,13 @@ impl Resolver {
 }
 
 impl Resolver {
-    /// Forgets answers older than [`TTL`] (and those of targets a reload removed, whose ids
+    /// Forgets stale answers (and those of targets a reload removed, whose ids
     /// never come back). Called by the pool's sweep.
     pub fn sweep(&self) {
         self.entries
             .borrow_mut()
             .retain(|_, entry| match entry.try_lock() {
-                Ok(slot) => slot.as_ref().is_some_and(|r| r.at.elapsed() < TTL),
+                Ok(slot) => slot.as_ref().is_some_and(Resolved::fresh),
                 Err(_) => true, // a lookup is running
             });
     }
@@ -98,23 +110,47 @@ pub async fn connect(addrs: &[SocketAddr]) -> io::Result<tokio::net::TcpStream> 
 mod tests {
     use super::*;
 
+    const TTL: Duration = Duration::from_secs(30);
+
     #[tokio::test]
     async fn literals_and_names() {
         let r = Resolver::default();
         assert_eq!(
-            r.addresses(1, "127.0.0.1", 80).await.unwrap(),
+            r.addresses(1, "127.0.0.1", 80, TTL).await.unwrap(),
             vec![SocketAddr::from(([127, 0, 0, 1], 80))]
         );
-        assert_eq!(r.addresses(2, "::1", 81).await.unwrap()[0].port(), 81);
-        let first = r.addresses(3, "localhost", 82).await.unwrap();
+        assert_eq!(r.addresses(2, "::1", 81, TTL).await.unwrap()[0].port(), 81);
+        let first = r.addresses(3, "localhost", 82, TTL).await.unwrap();
         assert!(first.iter().all(|a| a.ip().is_loopback()));
         // Cached: the preferred address moves to the front.
         let last = *first.last().unwrap();
         r.prefer(3, last);
-        assert_eq!(r.addresses(3, "localhost", 82).await.unwrap()[0], last);
-        assert!(r.addresses(4, "no-such-host.invalid", 80).await.is_err());
+        assert_eq!(r.addresses(3, "localhost", 82, TTL).await.unwrap()[0], last);
+        assert!(r
+            .addresses(4, "no-such-host.invalid", 80, TTL)
+            .await
+            .is_err());
         // Fresh answers survive a sweep; the failed lookup's empty entry does not.
         r.sweep();
+        assert_eq!(r.entries.borrow().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn answers_expire_after_the_refresh_interval() {
+        let r = Resolver::default();
+        let short = Duration::from_millis(20);
+        r.addresses(5, "localhost", 83, short).await.unwrap();
+        assert!(r.entries.borrow()[&5]
+            .try_lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .fresh());
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        r.sweep();
+        assert!(r.entries.borrow().is_empty());
+        // A new lookup stamps a new answer.
+        r.addresses(5, "localhost", 83, short).await.unwrap();
         assert_eq!(r.entries.borrow().len(), 1);
     }
 }
