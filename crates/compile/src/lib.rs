@@ -4,6 +4,7 @@
 //! SOAP APIs and their fault format. Every error is reported with its file, line, column and
 //! key, all of them at once.
 
+pub mod admin;
 mod api;
 mod flow;
 mod listener;
@@ -45,8 +46,17 @@ pub fn listen_addr(api: &ApiConfig) -> SocketAddr {
 pub fn load_and_compile(
     paths: &[std::path::PathBuf],
 ) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
+    load_and_compile_with(paths, &turnpike_config::Overlay::new())
+}
+
+/// [`load_and_compile`] as if the files of `overlay` held its texts (a change checked before it
+/// is written).
+pub fn load_and_compile_with(
+    paths: &[std::path::PathBuf],
+    overlay: &turnpike_config::Overlay,
+) -> Result<(ConfigSet, Snapshot), ConfigErrors> {
     let (set, mut errors) =
-        turnpike_config::load::load_lenient(paths, &|name| std::env::var(name).ok());
+        turnpike_config::load::load_lenient_with(paths, overlay, &|name| std::env::var(name).ok());
     match compile(&set) {
         Ok(snap) if errors.is_empty() => return Ok((set, snap)),
         Ok(_) => {}
@@ -89,6 +99,10 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     }
     let consumers = Arc::new(flow::compile_consumers(set, &mut errors));
     let upstreams = compile_upstreams(set, &mut errors);
+    check_api_names(set, &mut errors);
+    if let Err(e) = admin::admin_settings(set) {
+        errors.extend(e);
+    }
     let mut by_addr: HashMap<SocketAddr, Vec<(RouteSpec, Arc<Api>)>> = HashMap::new();
     let mut apis_at: HashMap<SocketAddr, Vec<&Located<ApiConfig>>> = HashMap::new();
     let mut specs_by_addr: HashMap<SocketAddr, Vec<Arc<Spec>>> = HashMap::new();
@@ -227,6 +241,25 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// An API `name` is given to one API only (the admin API and the logs address APIs by it).
+fn check_api_names(set: &ConfigSet, errors: &mut ConfigErrors) {
+    let mut at: HashMap<&str, turnpike_config::Location> = HashMap::new();
+    for a in &set.apis {
+        let Some(name) = a.value.name.as_deref() else {
+            continue;
+        };
+        match at.get(name) {
+            Some(first) => errors.push(a.error(
+                "name",
+                format!("an API named `{name}` is defined at {first} already"),
+            )),
+            None => {
+                at.insert(name, a.origin.key_at(&a.key));
+            }
+        }
+    }
+}
+
 /// Compiles the `upstream:` documents (a name defined twice is an error).
 fn compile_upstreams(set: &ConfigSet, errors: &mut ConfigErrors) -> Upstreams {
     let mut out = Upstreams::new();
@@ -254,7 +287,7 @@ fn compile_upstreams(set: &ConfigSet, errors: &mut ConfigErrors) -> Upstreams {
 }
 
 /// An API's name for logs: `name`, or `port path` when unnamed.
-pub(crate) fn api_name(located: &Located<ApiConfig>) -> String {
+pub fn api_name(located: &Located<ApiConfig>) -> String {
     let api = &located.value;
     match &api.name {
         Some(n) => n.clone(),

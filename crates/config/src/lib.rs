@@ -13,5 +13,5 @@ pub mod units;
 pub mod yaml;
 
 pub use error::{ConfigError, ConfigErrors, Location};
-pub use load::{load, ConfigSet, Located, Origin};
+pub use load::{load, ConfigSet, Located, Origin, Overlay};
 pub use model::*;

@@ -2,7 +2,7 @@
 //! model, and keeps each document's origin so that later (compile-time) errors can point at the
 //! file, line, column and key too.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use turnpike_core::CompileError;
 
 use crate::error::{ConfigError, ConfigErrors, Location};
 use crate::model::{
-    ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig, SoapProxyConfig,
-    UpstreamConfig,
+    AdminConfig, ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig,
+    SoapProxyConfig, UpstreamConfig,
 };
 use crate::yaml::{self, Span};
 
@@ -23,6 +23,8 @@ pub struct Origin {
     pub file: PathBuf,
     /// Index of the document in the file (0-based).
     pub document: usize,
+    /// The document as read (environment references replaced), for comparing two loads.
+    pub raw: serde_json::Value,
     spans: HashMap<String, Span>,
 }
 
@@ -124,9 +126,16 @@ pub struct ConfigSet {
     pub consumers: Vec<Located<ConsumerConfig>>,
     /// Every `upstream:` document, in the order read.
     pub upstreams: Vec<Located<UpstreamConfig>>,
+    /// The `admin:` document, if there was one.
+    pub admin: Option<Located<AdminConfig>>,
     /// Every file read (for `--watch`).
     pub files: Vec<PathBuf>,
 }
+
+/// Changes to files that a load sees instead of what is on disk: a path mapped to new text
+/// (a new file appears in its folder's listing), or to `None` (the file is gone). The admin API
+/// checks a change this way before it writes it.
+pub type Overlay = BTreeMap<PathBuf, Option<String>>;
 
 /// Loads `paths` (files, or folders whose `*.yaml`/`*.yml` files are read in name order),
 /// replacing `${NAME}` from the process environment. Returns every error found.
@@ -149,8 +158,18 @@ pub fn load_lenient(
     paths: &[PathBuf],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (ConfigSet, ConfigErrors) {
+    load_lenient_with(paths, &Overlay::new(), env)
+}
+
+/// [`load_lenient`] as if the files of `overlay` held its texts.
+pub fn load_lenient_with(
+    paths: &[PathBuf],
+    overlay: &Overlay,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (ConfigSet, ConfigErrors) {
     let mut loader = Loader {
         env,
+        overlay,
         set: ConfigSet::default(),
         errors: ConfigErrors::default(),
         seen: HashSet::new(),
@@ -178,8 +197,10 @@ pub fn load_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ConfigSet, ConfigErrors> {
+    let overlay = Overlay::new();
     let mut loader = Loader {
         env,
+        overlay: &overlay,
         set: ConfigSet::default(),
         errors: ConfigErrors::default(),
         seen: HashSet::new(),
@@ -190,6 +211,7 @@ pub fn load_str(
 
 struct Loader<'e> {
     env: &'e dyn Fn(&str) -> Option<String>,
+    overlay: &'e Overlay,
     set: ConfigSet,
     errors: ConfigErrors,
     seen: HashSet<PathBuf>,
@@ -208,6 +230,19 @@ impl Loader<'_> {
                 msg,
             )
         };
+        if let Some(text) = self.overlay.get(path) {
+            match text {
+                Some(text) => {
+                    if self.seen.insert(path.to_owned()) {
+                        self.load_text(path, text);
+                    }
+                }
+                None => self
+                    .errors
+                    .push(fail(format!("cannot read {}: removed", path.display()))),
+            }
+            return;
+        }
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {
@@ -220,13 +255,7 @@ impl Loader<'_> {
             let mut files: Vec<PathBuf> = match std::fs::read_dir(path) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| {
-                        p.is_file()
-                            && matches!(
-                                p.extension().and_then(|e| e.to_str()),
-                                Some("yaml" | "yml")
-                            )
-                    })
+                    .filter(|p| p.is_file() && is_yaml(p))
                     .collect(),
                 Err(e) => {
                     let err = fail(format!("cannot list {}: {e}", path.display()));
@@ -234,6 +263,16 @@ impl Loader<'_> {
                     return;
                 }
             };
+            // The overlay's changes to this folder: new files appear, removed ones go.
+            for (p, text) in self.overlay {
+                if p.parent() == Some(path) && is_yaml(p) {
+                    match text {
+                        Some(_) if !files.contains(p) => files.push(p.clone()),
+                        None => files.retain(|f| f != p),
+                        Some(_) => {}
+                    }
+                }
+            }
             files.sort();
             for f in files {
                 self.load_path(&f, from.clone());
@@ -285,6 +324,7 @@ impl Loader<'_> {
             let origin = Arc::new(Origin {
                 file: path.to_owned(),
                 document: index,
+                raw: json.clone(),
                 spans,
             });
             let doc: Document = match parse_all(json) {
@@ -341,6 +381,23 @@ impl Loader<'_> {
                     self.set.gateway_origin = Some(origin);
                 }
             }
+            Document::Admin(a) => {
+                if let Some(first) = &self.set.admin {
+                    self.errors.push(origin.error(
+                        "admin",
+                        format!(
+                            "a second `admin:` document (the first is at {})",
+                            first.origin.at("admin")
+                        ),
+                    ));
+                } else {
+                    self.set.admin = Some(Located {
+                        value: *a,
+                        origin,
+                        key: "admin".into(),
+                    });
+                }
+            }
             Document::Include(list) => {
                 let base = origin
                     .file
@@ -354,6 +411,10 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+fn is_yaml(p: &Path) -> bool {
+    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
 
 /// Turns a model (serde) error into a located, readable config error.

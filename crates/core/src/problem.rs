@@ -103,6 +103,19 @@ pub mod types {
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.
         POLICY_TIMEOUT = ("policy-timeout", GATEWAY_TIMEOUT, "A policy did not finish in time", "policy timeout");
+        /// Admin API: the document, or the configuration it would make, has errors (listed in
+        /// `errors`, each with `file`, `line`, `column`, `key` and `message`).
+        INVALID_DOCUMENT = ("invalid-document", UNPROCESSABLE_ENTITY, "The configuration would not be valid", "invalid document");
+        /// Admin API: `If-Match` or `If-None-Match` does not hold (the document changed).
+        PRECONDITION_FAILED = ("precondition-failed", PRECONDITION_FAILED, "The document changed since it was read", "precondition failed");
+        /// Admin API: the document comes from a configuration file (or no store is
+        /// configured), so the API does not change it.
+        READ_ONLY = ("read-only", METHOD_NOT_ALLOWED, "The document cannot be changed through the API", "read only");
+        /// Admin API: the change conflicts with the running gateway or its files (a name
+        /// defined in a file and in the store, a port that cannot be opened).
+        CONFLICT = ("conflict", CONFLICT, "The change conflicts with the running configuration", "conflict");
+        /// Admin API: the document store (its folder, or etcd) failed.
+        STORE_UNAVAILABLE = ("store-unavailable", SERVICE_UNAVAILABLE, "The document store is unavailable", "store unavailable");
         /// The gateway failed in a way the request did not cause.
         INTERNAL = ("internal", INTERNAL_SERVER_ERROR, "Internal error", "internal");
         /// The API's flow did not answer and it has no target.

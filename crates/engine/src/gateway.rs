@@ -61,14 +61,19 @@ struct Control {
     files: Vec<PathBuf>,
 }
 
+type Workers = Vec<(mpsc::UnboundedSender<Command>, JoinHandle<()>)>;
+
 /// A running gateway. Dropping it stops the workers at once; [`Gateway::shutdown`] lets
-/// in-flight requests finish first.
+/// in-flight requests finish first. Shared by the control plane's parts (signals, the admin
+/// API) behind an `Arc`.
 pub struct Gateway {
     compiler: Arc<dyn Compiler>,
     /// Probes the nodes of upstreams with active health checks.
-    prober: Option<crate::health::Prober>,
+    prober: Mutex<Option<crate::health::Prober>>,
     snapshot: Arc<ArcSwap<Snapshot>>,
-    workers: Vec<(mpsc::UnboundedSender<Command>, JoinHandle<()>)>,
+    workers: Mutex<Workers>,
+    /// How many workers were started.
+    threads: usize,
     control: Mutex<Control>,
 }
 
@@ -76,10 +81,20 @@ impl Gateway {
     /// Loads the configuration from `sources` (files or folders) with `compiler`, opens its
     /// listeners and starts the workers. [`Gateway::reload`] compiles `sources` again.
     pub fn start(sources: Vec<PathBuf>, compiler: Arc<dyn Compiler>) -> Result<Self, ApplyError> {
+        let compiled = compiler.compile(&sources).map_err(ApplyError::Config)?;
+        Gateway::start_compiled(compiled, sources, compiler)
+    }
+
+    /// [`Gateway::start`] with the configuration compiled already (from `sources`).
+    pub fn start_compiled(
+        compiled: Compiled,
+        sources: Vec<PathBuf>,
+        compiler: Arc<dyn Compiler>,
+    ) -> Result<Self, ApplyError> {
         let Compiled {
             snapshot: snap,
             files,
-        } = compiler.compile(&sources).map_err(ApplyError::Config)?;
+        } = compiled;
         let settings = snap.settings.clone();
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
@@ -112,9 +127,10 @@ impl Gateway {
             crate::health::Prober::start(Arc::clone(&snapshot)).map_err(ApplyError::Thread)?;
         let gw = Gateway {
             compiler,
-            prober: Some(prober),
+            prober: Mutex::new(Some(prober)),
             snapshot,
-            workers,
+            threads: workers.len(),
+            workers: Mutex::new(workers),
             control: Mutex::new(Control {
                 bound,
                 settings,
@@ -128,7 +144,7 @@ impl Gateway {
 
     fn distribute(&self, opened: Vec<(SocketAddr, Vec<std::net::TcpListener>)>) {
         let mut per_worker: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
-            (0..self.workers.len()).map(|_| Vec::new()).collect();
+            (0..self.threads).map(|_| Vec::new()).collect();
         for (key, sockets) in opened {
             for (i, s) in sockets.into_iter().enumerate() {
                 if let Some(list) = per_worker.get_mut(i) {
@@ -136,7 +152,7 @@ impl Gateway {
                 }
             }
         }
-        for ((tx, _), list) in self.workers.iter().zip(per_worker) {
+        for ((tx, _), list) in self.workers().iter().zip(per_worker) {
             if !list.is_empty() {
                 let _ = tx.send(Command::Open(list));
             }
@@ -174,6 +190,15 @@ impl Gateway {
         self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn workers(&self) -> std::sync::MutexGuard<'_, Workers> {
+        self.workers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// Reads the sources again and applies them. On any error nothing changes and the current
     /// configuration keeps serving.
     pub fn reload(&self) -> Result<(), ApplyError> {
@@ -194,7 +219,7 @@ impl Gateway {
             files,
         } = compiled;
         let mut control = self.lock();
-        let threads = self.workers.len();
+        let threads = self.threads;
         let mut opened = Vec::new();
         let mut new_bound = HashMap::new();
         for &key in snap.listeners.keys() {
@@ -223,13 +248,13 @@ impl Gateway {
         }
         self.snapshot.store(Arc::new(snap));
         if settings != control.settings {
-            for (tx, _) in &self.workers {
+            for (tx, _) in self.workers().iter() {
                 let _ = tx.send(Command::Settings(settings.clone()));
             }
         }
         self.distribute(opened);
         if !closed.is_empty() {
-            for (tx, _) in &self.workers {
+            for (tx, _) in self.workers().iter() {
                 let _ = tx.send(Command::Close(closed.clone()));
             }
         }
@@ -240,18 +265,19 @@ impl Gateway {
     }
 
     /// Stops accepting, lets in-flight requests finish within the configured grace period, and
-    /// waits for the workers to end.
-    pub fn shutdown(mut self) {
+    /// waits for the workers to end. Later calls return at once.
+    pub fn shutdown(&self) {
         let grace = self.lock().settings.shutdown_timeout;
         self.stop(grace);
     }
 
-    fn stop(&mut self, grace: std::time::Duration) {
-        self.prober = None;
-        for (tx, _) in &self.workers {
+    fn stop(&self, grace: std::time::Duration) {
+        self.prober.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let workers = std::mem::take(&mut *self.workers());
+        for (tx, _) in &workers {
             let _ = tx.send(Command::Shutdown(grace));
         }
-        for (_, handle) in self.workers.drain(..) {
+        for (_, handle) in workers {
             let _ = handle.join();
         }
     }

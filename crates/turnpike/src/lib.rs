@@ -1,8 +1,12 @@
 //! Turnpike assembled: the compile stage (`turnpike-compile`) plugged into the data plane
-//! (`turnpike-engine`). The binary and the integration tests start gateways through [`start`].
+//! (`turnpike-engine`), and the control plane (`turnpike-admin`) around them. The binary starts
+//! a [`Control`]; integration tests start gateways through [`start`] or [`Control::start`].
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use turnpike_admin::{store::DirStore, Admin, AdminServer, Manager};
 
 pub use turnpike_compile::{compile, json_schema, load_and_compile};
 pub use turnpike_engine::{ApplyError, Compiled, Gateway};
@@ -28,4 +32,66 @@ impl turnpike_engine::Compiler for ConfigCompiler {
 /// the workers; [`Gateway::reload`] reads `sources` again.
 pub fn start(sources: Vec<PathBuf>) -> Result<Gateway, ApplyError> {
     Gateway::start(sources, Arc::new(ConfigCompiler))
+}
+
+/// A running gateway with its control plane: the configuration manager (files and stored
+/// documents), and the admin API when an `admin:` document configures one.
+pub struct Control {
+    /// Loads, checks and applies configurations.
+    pub manager: Arc<Manager>,
+    admin: Option<AdminServer>,
+}
+
+impl Control {
+    /// Loads the configuration at `sources`, opens the document store and starts the gateway,
+    /// then the admin API.
+    pub fn start(sources: Vec<PathBuf>) -> anyhow::Result<Control> {
+        // The `admin:` document says where the store is, whose documents are part of the
+        // configuration: read it first. A configuration with errors is reported in full by
+        // the start below.
+        let set = turnpike_config::load(&sources).ok();
+        let settings = match &set {
+            Some(set) => turnpike_compile::admin::admin_settings(set)?,
+            None => None,
+        };
+        let store = match settings.as_ref().and_then(|s| s.store.as_ref()) {
+            Some(s) => Some(DirStore::open(&s.dir).map_err(|e| {
+                anyhow::anyhow!("cannot open the admin store {}: {e}", s.dir.display())
+            })?),
+            None => None,
+        };
+        let manager = Arc::new(Manager::start(sources, store).map_err(|e| anyhow::anyhow!("{e}"))?);
+        let admin = match &settings {
+            Some(s) => {
+                let admin = Arc::new(Admin::new(Arc::clone(&manager), s.token.clone()));
+                Some(AdminServer::start(s, admin).map_err(|e| {
+                    anyhow::anyhow!("cannot listen on {} for the admin API: {e}", s.listen)
+                })?)
+            }
+            None => None,
+        };
+        Ok(Control { manager, admin })
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &Gateway {
+        self.manager.gateway()
+    }
+
+    /// The admin API's bound address, when it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::addr)
+    }
+
+    /// Lets in-flight requests finish, then stops the gateway and the admin API (which
+    /// answers `/readyz` with 503 meanwhile).
+    pub fn shutdown(self) {
+        if let Some(a) = &self.admin {
+            a.draining();
+        }
+        self.manager.gateway().shutdown();
+        if let Some(a) = self.admin {
+            a.stop();
+        }
+    }
 }

@@ -111,57 +111,57 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
             int: signal(SignalKind::interrupt())?,
         }
     };
-    let gateway = turnpike::start(config)?;
-    for (configured, bound) in gateway.listeners() {
+    let control = turnpike::Control::start(config)?;
+    for (configured, bound) in control.gateway().listeners() {
         if configured == bound {
             tracing::info!("listening on {bound}");
         } else {
             tracing::info!("listening on {bound} (configured {configured})");
         }
     }
-    rt.block_on(control_loop(&gateway, watch, signals));
+    rt.block_on(control_loop(&control.manager, watch, signals));
     tracing::info!("shutting down: finishing in-flight requests");
-    gateway.shutdown();
+    control.shutdown();
     tracing::info!("stopped");
     Ok(())
 }
 
 /// Waits for signals (SIGHUP reloads; SIGTERM and SIGINT stop) and, with `--watch`, for changed
 /// configuration files. Returns when the gateway should stop.
-async fn control_loop(gateway: &turnpike::Gateway, watch: bool, signals: Signals) {
+async fn control_loop(manager: &turnpike_admin::Manager, watch: bool, signals: Signals) {
     let Signals {
         mut hup,
         mut term,
         mut int,
     } = signals;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut seen = fingerprint(gateway);
+    let mut seen = fingerprint(manager);
     loop {
         tokio::select! {
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading configuration");
-                reload(gateway);
-                seen = fingerprint(gateway);
+                reload(manager, "signal");
+                seen = fingerprint(manager);
             }
             _ = term.recv() => return,
             _ = int.recv() => return,
             _ = tick.tick(), if watch => {
-                let now = fingerprint(gateway);
+                let now = fingerprint(manager);
                 if now != seen {
                     tracing::info!("configuration changed on disk: reloading");
-                    reload(gateway);
-                    seen = fingerprint(gateway);
+                    reload(manager, "files");
+                    seen = fingerprint(manager);
                 }
             }
         }
     }
 }
 
-fn reload(gateway: &turnpike::Gateway) {
-    match gateway.reload() {
-        Ok(()) => tracing::info!("configuration reloaded"),
-        Err(e) => {
-            for line in e.to_string().lines() {
+fn reload(manager: &turnpike_admin::Manager, trigger: &str) {
+    match manager.reload(trigger) {
+        Ok(revision) => tracing::info!(revision, "configuration reloaded"),
+        Err(errors) => {
+            for line in errors {
                 tracing::error!(
                     "reload rejected, still serving the previous configuration: {line}"
                 );
@@ -172,9 +172,9 @@ fn reload(gateway: &turnpike::Gateway) {
 
 /// Names and modification times of every configuration file, and of the YAML files in the
 /// folders given on the command line (so that new files are noticed).
-fn fingerprint(gateway: &turnpike::Gateway) -> Vec<(PathBuf, Option<SystemTime>)> {
-    let mut files = gateway.files();
-    for src in gateway.sources() {
+fn fingerprint(manager: &turnpike_admin::Manager) -> Vec<(PathBuf, Option<SystemTime>)> {
+    let mut files = manager.files();
+    for src in manager.gateway().sources() {
         if let Ok(rd) = std::fs::read_dir(&src) {
             files.extend(rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| {
                 matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))

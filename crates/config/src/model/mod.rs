@@ -1,12 +1,14 @@
 //! The configuration model: one struct per YAML document kind and per policy, with the user-facing
 //! names Membrane users know. Doc comments here become the descriptions in the JSON Schema.
 //!
-//! One file per concern: `api.rs` (APIs, paths, targets), `gateway.rs` (process settings),
-//! `consumer.rs` (consumers and their credentials), `tls.rs` (TLS settings), `openapi.rs`
-//! (`api.openapi`), `soap.rs` (the `soapProxy:` document). A policy's settings are not here:
+//! One file per concern: `admin.rs` (the admin API and its store), `api.rs` (APIs, paths,
+//! targets), `gateway.rs` (process settings), `consumer.rs` (consumers and their credentials),
+//! `tls.rs` (TLS settings), `openapi.rs` (`api.openapi`), `soap.rs` (the `soapProxy:`
+//! document), `upstream.rs` (pools of backend nodes). A policy's settings are not here:
 //! each policy module holds its own settings type, and a flow holds each policy as its name and
 //! raw settings ([`PolicyConfig`]) until the compile stage checks them.
 
+mod admin;
 mod api;
 mod consumer;
 mod gateway;
@@ -15,6 +17,7 @@ mod soap;
 mod tls;
 mod upstream;
 
+pub use admin::*;
 pub use api::*;
 pub use consumer::*;
 pub use gateway::*;
@@ -46,6 +49,8 @@ pub enum Document {
     SoapProxy(Box<SoapProxyConfig>),
     /// A pool of backend nodes that targets refer to by name.
     Upstream(Box<UpstreamConfig>),
+    /// The admin REST API and its document store.
+    Admin(Box<AdminConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the

@@ -1,0 +1,215 @@
+//! Turnpike's control plane beyond the data plane's own: the configuration manager (files plus
+//! the documents the admin API stores, compiled and applied as one), the admin REST API that
+//! reads and changes them, and the document store (a folder, or etcd shared by a fleet).
+//!
+//! The admin API runs on its own thread with its own single-threaded runtime, so that nothing
+//! it does (compiling a configuration, talking to etcd) touches a data-plane worker.
+
+pub mod document;
+pub mod manager;
+mod routes;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use http::HeaderMap;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use turnpike_compile::admin::AdminSettings;
+
+pub use manager::Manager;
+pub use routes::OPENAPI;
+
+/// What the admin API serves from.
+pub struct Admin {
+    manager: Arc<Manager>,
+    token: Option<String>,
+    /// Set when the gateway stops: `/readyz` answers 503.
+    pub draining: AtomicBool,
+}
+
+impl Admin {
+    /// The admin API over `manager`, requiring `token` when given.
+    pub fn new(manager: Arc<Manager>, token: Option<String>) -> Admin {
+        Admin {
+            manager,
+            token,
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a request carries the token (always, when none is configured). The comparison
+    /// takes the same time wherever the tokens differ.
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let Some(sent) = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        constant_time_eq(sent.trim().as_bytes(), token.as_bytes())
+    }
+
+    fn store_kind(&self) -> &'static str {
+        "dir"
+    }
+
+    fn status_extra(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The running admin API; [`AdminServer::stop`] (or dropping it) stops it.
+pub struct AdminServer {
+    addr: SocketAddr,
+    admin: Arc<Admin>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AdminServer {
+    /// Opens the admin listener of `settings` and serves `admin` on a thread of its own.
+    pub fn start(settings: &AdminSettings, admin: Arc<Admin>) -> std::io::Result<AdminServer> {
+        let listener = std::net::TcpListener::bind(settings.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let tls = settings.tls.clone();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let serving = Arc::clone(&admin);
+        let thread = std::thread::Builder::new()
+            .name("turnpike-admin".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("the admin API cannot start: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(serve(listener, tls, serving, stop_rx));
+            })?;
+        tracing::info!("admin API listening on {addr}");
+        Ok(AdminServer {
+            addr,
+            admin,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Marks the gateway as stopping (`/readyz` answers 503).
+    pub fn draining(&self) {
+        self.admin.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops serving and waits for the thread.
+    pub fn stop(mut self) {
+        self.shut();
+    }
+
+    fn shut(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    admin: Arc<Admin>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("the admin API cannot listen: {e}");
+            return;
+        }
+    };
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("admin API accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let admin = Arc::clone(&admin);
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let admin = Arc::clone(&admin);
+                async move { Ok::<_, std::convert::Infallible>(routes::handle(admin, req).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let result = match tls {
+                Some(cfg) => match turnpike_tls::accept(cfg, tcp).await {
+                    Ok(stream) => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                    Err(e) => {
+                        tracing::info!(%peer, "admin API TLS handshake failed: {e}");
+                        return;
+                    }
+                },
+                None => builder.serve_connection(TokioIo::new(tcp), service).await,
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, "admin API connection ended: {e}");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(super::constant_time_eq(b"abc", b"abc"));
+        assert!(!super::constant_time_eq(b"abc", b"abd"));
+        assert!(!super::constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn the_openapi_document_is_json() {
+        let v: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        assert_eq!(v["openapi"], "3.1.0");
+    }
+}

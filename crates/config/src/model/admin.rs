@@ -1,0 +1,62 @@
+//! The `admin:` document: the control plane's REST API, where the documents it manages are
+//! stored, and who may use it.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::SslConfig;
+
+/// The admin REST API (`admin:` document). Without this document there is no admin listener.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdminConfig {
+    /// `ip:port` to listen on (default `127.0.0.1:9901`).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// The bearer token every admin request must carry (`Authorization: Bearer ...`); required
+    /// when `listen` is not a loopback address.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// TLS for the admin listener, with the settings of an API's `ssl` (mutual TLS with
+    /// `clientAuth`).
+    #[serde(default)]
+    pub ssl: Option<SslConfig>,
+    /// Where documents created through the API are kept (default: nowhere; the API then only
+    /// reads).
+    #[serde(default)]
+    pub store: Option<StoreConfig>,
+}
+
+/// Where the admin API keeps the documents it manages.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StoreConfig {
+    /// A folder of YAML files, one per document (relative to this file). With `etcd`, the
+    /// local copy of the last configuration that compiled, served when etcd cannot be reached
+    /// at start.
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Keep the documents in etcd, shared by every gateway that watches the same prefix.
+    #[serde(default)]
+    pub etcd: Option<EtcdConfig>,
+}
+
+/// An etcd cluster holding the documents.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EtcdConfig {
+    /// Client URLs of the cluster's members (`http://127.0.0.1:2379`).
+    pub endpoints: Vec<String>,
+    /// The key prefix under which documents live (default `/turnpike`).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// User name, with `password`, for etcd's authentication.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Password of `username`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Time to connect to a member and for each request (default 2s).
+    #[serde(default)]
+    pub timeout: Option<crate::units::Duration>,
+}
