@@ -23,6 +23,8 @@ pkg-config --exists libxml-2.0 2>/dev/null || need+=(libxml2-dev)
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
 # A C compiler also builds aws-lc, the TLS crypto provider (aws-lc-sys; no cmake needed).
 command -v cc >/dev/null || need+=(build-essential)
+# protoc compiles the etcd client's gRPC definitions (etcd-client's build script).
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 if [ "$mode" = "--test" ]; then
   # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, kill, CA roots,
   # xmllint (schema verdicts are compared with it), python3 + pip for the test peers, ss (the
@@ -37,6 +39,11 @@ if [ "$mode" = "--test" ]; then
   command -v ss >/dev/null || need+=(iproute2)
   # Slow-client attacks (slowloris, slow body, slow read) against the gateway's timeouts.
   command -v slowhttptest >/dev/null || need+=(slowhttptest)
+  # The fleet tests start real etcd servers and drive them with etcdctl.
+  command -v etcd >/dev/null || need+=(etcd-server)
+  command -v etcdctl >/dev/null || need+=(etcd-client)
+  # Admin API changes under load (wrk).
+  command -v wrk >/dev/null || need+=(wrk)
   # cargo fuzz builds libFuzzer (C++).
   command -v c++ >/dev/null || need+=(g++)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

@@ -6,6 +6,7 @@
 //! it does (compiling a configuration, talking to etcd) touches a data-plane worker.
 
 pub mod document;
+pub mod etcd;
 pub mod manager;
 mod routes;
 pub mod store;
@@ -57,11 +58,16 @@ impl Admin {
     }
 
     fn store_kind(&self) -> &'static str {
-        "dir"
+        if self.manager.etcd().is_some() {
+            "etcd"
+        } else {
+            "dir"
+        }
     }
 
     fn status_extra(&self) -> Option<serde_json::Value> {
-        None
+        let etcd = self.manager.etcd()?;
+        serde_json::to_value(etcd.status()).ok()
     }
 }
 

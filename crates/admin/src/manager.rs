@@ -5,15 +5,20 @@
 //! configuration before it is written, so an invalid document never reaches the store.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use turnpike_config::{ConfigErrors, ConfigSet, Overlay};
 use turnpike_engine::{Compiled, Gateway};
 
 use crate::document::{self, Doc, DocError, REQUEST};
+use crate::etcd::{Documents, Etcd, EtcdError, Expect};
 use crate::store::{DirStore, Kind};
+
+/// How long a change written to etcd may take to come back through the watch and be applied
+/// before the API answers that it is stored but not applied yet.
+const APPLY_WAIT: Duration = Duration::from_secs(5);
 
 /// Why a change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +47,22 @@ pub enum ChangeError {
     /// The store failed (disk, etcd).
     #[error("the store failed: {0}")]
     Store(String),
+    /// Written to etcd, but not applied here within the wait (etcd revision).
+    #[error("stored in etcd at revision {0}, not applied here yet")]
+    Pending(i64),
 }
+
+impl From<EtcdError> for ChangeError {
+    fn from(e: EtcdError) -> Self {
+        match e {
+            EtcdError::Changed => ChangeError::Stale("changed in etcd".into()),
+            EtcdError::Unavailable(m) => ChangeError::Store(m),
+        }
+    }
+}
+
+/// Documents a gateway did not apply, with their errors.
+pub type RejectedDocs = Vec<((Kind, String), Vec<String>)>;
 
 /// The result of the last attempt to change the configuration.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -113,6 +133,7 @@ pub struct Manager {
     store: Option<DirStore>,
     state: Mutex<State>,
     started: Instant,
+    etcd: OnceLock<Arc<Etcd>>,
 }
 
 fn now_secs() -> u64 {
@@ -165,7 +186,132 @@ impl Manager {
                 },
             }),
             started: Instant::now(),
+            etcd: OnceLock::new(),
         })
+    }
+
+    /// Makes etcd the store: changes are written there, and arrive through its watch.
+    pub fn attach_etcd(&self, etcd: Arc<Etcd>) {
+        let _ = self.etcd.set(etcd);
+    }
+
+    /// The etcd link, when documents live in etcd.
+    pub fn etcd(&self) -> Option<&Arc<Etcd>> {
+        self.etcd.get()
+    }
+
+    /// Makes the store folder hold `docs` (etcd's documents) and applies them. A document that
+    /// does not compile with the rest is left out (its last good version, if any, stays) and
+    /// returned with its errors; the others are applied.
+    pub fn apply_documents(&self, docs: &Documents, trigger: &str) -> RejectedDocs {
+        let Some(store) = &self.store else {
+            return Vec::new();
+        };
+        let mut state = self.lock();
+        let cached = match store.list() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "cannot read the store folder {}: {e}",
+                    store.root().display()
+                );
+                return Vec::new();
+            }
+        };
+        let mut overlay = Overlay::new();
+        let mut ids = std::collections::HashMap::new();
+        for ((kind, name), text) in docs {
+            let same = cached
+                .iter()
+                .any(|(k, n, t)| k == kind && n == name && t == text);
+            if !same {
+                let path = store.path(*kind, name);
+                ids.insert(path.clone(), (*kind, name.clone()));
+                overlay.insert(path, Some(text.clone()));
+            }
+        }
+        for (kind, name, _) in &cached {
+            if !docs.contains_key(&(*kind, name.clone())) {
+                let path = store.path(*kind, name);
+                ids.insert(path.clone(), (*kind, name.clone()));
+                overlay.insert(path, None);
+            }
+        }
+        let mut rejected: RejectedDocs = Vec::new();
+        while !overlay.is_empty() {
+            match turnpike_compile::load_and_compile_with(&self.sources(), &overlay) {
+                Ok((set, snapshot)) => {
+                    for (path, text) in &overlay {
+                        let Some((kind, name)) = ids.get(path) else {
+                            continue;
+                        };
+                        let written = match text {
+                            Some(t) => store.write(*kind, name, t),
+                            None => store.remove(*kind, name).map(|_| ()),
+                        };
+                        if let Err(e) = written {
+                            tracing::error!("cannot update the store folder: {e}");
+                        }
+                    }
+                    let applied = self
+                        .gateway
+                        .apply(compiled(&set, snapshot))
+                        .map(|()| (set, None))
+                        .map_err(|e| ChangeError::Apply(e.to_string()));
+                    let _ = self.record(&mut state, trigger, applied);
+                    break;
+                }
+                Err(errs) => {
+                    let bad: Vec<PathBuf> = overlay
+                        .keys()
+                        .filter(|p| errs.0.iter().any(|e| &e.location.file == *p))
+                        .cloned()
+                        .collect();
+                    let describe = |e: &turnpike_config::ConfigError| {
+                        let mut e = e.clone();
+                        if let Some((kind, name)) = ids.get(&e.location.file) {
+                            e.location.file =
+                                PathBuf::from(format!("{}/{name}", kind.collection()));
+                        }
+                        e.to_string()
+                    };
+                    if bad.is_empty() {
+                        // The errors are elsewhere (a removal broke a reference): nothing of
+                        // this change is applied.
+                        let all: Vec<String> = errs.0.iter().map(describe).collect();
+                        for path in overlay.keys() {
+                            if let Some(id) = ids.get(path) {
+                                rejected.push((id.clone(), all.clone()));
+                            }
+                        }
+                        let _ = self.record(
+                            &mut state,
+                            trigger,
+                            Err(ChangeError::Invalid(doc_errors(errs, &overlay))),
+                        );
+                        break;
+                    }
+                    for path in bad {
+                        overlay.remove(&path);
+                        if let Some(id) = ids.get(&path) {
+                            let mine: Vec<String> = errs
+                                .0
+                                .iter()
+                                .filter(|e| e.location.file == path)
+                                .map(describe)
+                                .collect();
+                            tracing::error!(
+                                document = %format!("{}/{}", id.0.collection(), id.1),
+                                "not applied, the last good version stays: {}",
+                                mine.join("; ")
+                            );
+                            rejected.push((id.clone(), mine));
+                        }
+                    }
+                }
+            }
+        }
+        rejected
     }
 
     /// The gateway.
@@ -362,6 +508,8 @@ impl Manager {
 
     /// Creates or replaces a stored document from `text` (YAML or JSON). `if_match` is the
     /// `If-Match` header (an ETag or `*`), `if_none_match` the `If-None-Match` header (`*`).
+    /// With etcd, the document is written there and this returns once the watch has brought
+    /// it back and it is applied.
     pub fn put(
         &self,
         kind: Kind,
@@ -399,13 +547,31 @@ impl Manager {
         }
         let mut state = self.lock();
         let current = self.stored_for_write(&state, kind, name)?;
-        check_preconditions(current.as_ref(), if_match, if_none_match)?;
         let text = self.store_text(&mut doc, current.as_ref(), text)?;
         let path = store.path(kind, name);
+        let overlay = Overlay::from([(path, Some(text.clone()))]);
+        let etag = document::etag(&written_text(&text).to_string());
+        if let Some(etcd) = self.etcd.get() {
+            self.check(&overlay)?;
+            drop(state);
+            return self.write_etcd(
+                etcd,
+                kind,
+                name,
+                Some(&text),
+                if_match,
+                if_none_match,
+                Some(etag),
+            );
+        }
+        check_preconditions(
+            current.as_ref().map(|c| c.etag.as_str()),
+            if_match,
+            if_none_match,
+        )?;
         let previous = store
             .read(kind, name)
             .map_err(|e| ChangeError::Store(e.to_string()))?;
-        let overlay = Overlay::from([(path, Some(text.clone()))]);
         let (set, snapshot) = self.check(&overlay)?;
         store
             .write(kind, name, &text)
@@ -418,7 +584,6 @@ impl Manager {
             };
             return self.record(&mut state, "admin", Err(ChangeError::Apply(e.to_string())));
         }
-        let etag = document::etag(&written_text(&text).to_string());
         let mut applied = self.record(&mut state, "admin", Ok((set, Some(etag))))?;
         applied.created = current.is_none();
         Ok(applied)
@@ -437,15 +602,22 @@ impl Manager {
         }
         let mut state = self.lock();
         let current = self.stored_entry(&state, kind, name)?;
+        let path = store.path(kind, name);
+        let overlay = Overlay::from([(path, None)]);
+        if let Some(etcd) = self.etcd.get() {
+            if current.is_some() {
+                self.check(&overlay)?;
+            }
+            drop(state);
+            return self.write_etcd(etcd, kind, name, None, if_match, None, None);
+        }
         let Some(current) = current else {
             return Err(ChangeError::NotFound);
         };
-        check_preconditions(Some(&current), if_match, None)?;
-        let path = store.path(kind, name);
+        check_preconditions(Some(&current.etag), if_match, None)?;
         let previous = store
             .read(kind, name)
             .map_err(|e| ChangeError::Store(e.to_string()))?;
-        let overlay = Overlay::from([(path, None)]);
         let (set, snapshot) = self.check(&overlay)?;
         store
             .remove(kind, name)
@@ -457,6 +629,57 @@ impl Manager {
             return self.record(&mut state, "admin", Err(ChangeError::Apply(e.to_string())));
         }
         self.record(&mut state, "admin", Ok((set, None)))
+    }
+
+    /// Writes (or, for `None`, removes) a document in etcd under the preconditions, then waits
+    /// for this gateway to apply it from the watch.
+    #[allow(clippy::too_many_arguments)]
+    fn write_etcd(
+        &self,
+        etcd: &Etcd,
+        kind: Kind,
+        name: &str,
+        text: Option<&str>,
+        if_match: Option<&str>,
+        if_none_match: Option<&str>,
+        etag: Option<String>,
+    ) -> Result<Applied, ChangeError> {
+        let key = etcd.key(kind, name);
+        let current = etcd.current(&key)?;
+        if text.is_none() && current.is_none() {
+            return Err(ChangeError::NotFound);
+        }
+        let current_etag = current
+            .as_ref()
+            .map(|(t, _)| document::etag(&written_text(t).to_string()));
+        check_preconditions(current_etag.as_deref(), if_match, if_none_match)?;
+        let expect = match &current {
+            Some((_, rev)) => Expect::Revision(*rev),
+            None => Expect::Absent,
+        };
+        let revision = etcd.write(&key, text, expect)?;
+        if !etcd.wait_applied(revision, APPLY_WAIT) {
+            return Err(ChangeError::Pending(revision));
+        }
+        if let Some(r) = etcd.status().rejected.into_iter().find(|r| r.key == key) {
+            return Err(ChangeError::Invalid(
+                r.errors
+                    .into_iter()
+                    .map(|message| DocError {
+                        file: key.clone(),
+                        line: 0,
+                        column: 0,
+                        key: String::new(),
+                        message,
+                    })
+                    .collect(),
+            ));
+        }
+        Ok(Applied {
+            revision: self.lock().revision,
+            etag,
+            created: current.is_none(),
+        })
     }
 
     /// What applying the documents of `text` (each created or replaced in the store) would
@@ -655,23 +878,22 @@ fn invalid(message: String) -> ChangeError {
 }
 
 fn check_preconditions(
-    current: Option<&Entry>,
+    current: Option<&str>,
     if_match: Option<&str>,
     if_none_match: Option<&str>,
 ) -> Result<(), ChangeError> {
-    let now = current.map(|c| c.etag.clone());
     if let Some(want) = if_match {
-        let ok = match &now {
+        let ok = match current {
             None => false,
             Some(tag) => want.trim() == "*" || want.split(',').any(|w| w.trim() == tag),
         };
         if !ok {
-            return Err(ChangeError::Stale(now.unwrap_or_else(|| "absent".into())));
+            return Err(ChangeError::Stale(current.unwrap_or("absent").to_owned()));
         }
     }
     if if_none_match.is_some_and(|w| w.trim() == "*") {
-        if let Some(tag) = now {
-            return Err(ChangeError::Stale(tag));
+        if let Some(tag) = current {
+            return Err(ChangeError::Stale(tag.to_owned()));
         }
     }
     Ok(())

@@ -322,6 +322,15 @@ fn change_problem(e: ChangeError) -> Answer {
             Problem::new(&types::CONFLICT)
                 .with_detail("the configuration is valid but cannot be applied (a listening address cannot be opened); nothing changed")
         }
+        ChangeError::Pending(revision) => {
+            let mut r = json_answer(
+                StatusCode::ACCEPTED,
+                &json!({"etcdRevision": revision, "applied": false}),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
         ChangeError::Store(msg) => {
             tracing::error!("admin store failed: {msg}");
             Problem::new(&types::STORE_UNAVAILABLE)

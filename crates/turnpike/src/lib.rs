@@ -61,6 +61,15 @@ impl Control {
             None => None,
         };
         let manager = Arc::new(Manager::start(sources, store).map_err(|e| anyhow::anyhow!("{e}"))?);
+        if let Some(etcd) = settings
+            .as_ref()
+            .and_then(|s| s.store.as_ref())
+            .and_then(|s| s.etcd.clone())
+        {
+            let link = turnpike_admin::etcd::Etcd::start(etcd, Arc::downgrade(&manager))
+                .map_err(|e| anyhow::anyhow!("cannot start the etcd watch: {e}"))?;
+            manager.attach_etcd(link);
+        }
         let admin = match &settings {
             Some(s) => {
                 let admin = Arc::new(Admin::new(Arc::clone(&manager), s.token.clone()));
@@ -88,6 +97,9 @@ impl Control {
     pub fn shutdown(self) {
         if let Some(a) = &self.admin {
             a.draining();
+        }
+        if let Some(etcd) = self.manager.etcd() {
+            etcd.stop();
         }
         self.manager.gateway().shutdown();
         if let Some(a) = self.admin {

@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use turnpike::Gateway;
 
+pub mod etcd;
 pub mod fault;
 pub mod pki;
 
