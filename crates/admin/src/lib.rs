@@ -81,6 +81,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The running admin API; [`AdminServer::stop`] (or dropping it) stops it.
 pub struct AdminServer {
     addr: SocketAddr,
+    /// A duplicate of the listening socket, for a binary upgrade.
+    socket: Option<std::net::TcpListener>,
+    configured: SocketAddr,
     admin: Arc<Admin>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -89,8 +92,14 @@ pub struct AdminServer {
 impl AdminServer {
     /// Opens the admin listener of `settings` and serves `admin` on a thread of its own.
     pub fn start(settings: &AdminSettings, admin: Arc<Admin>) -> std::io::Result<AdminServer> {
-        let listener = std::net::TcpListener::bind(settings.listen)?;
+        let inherited = turnpike_engine::listener::take_inherited("admin", settings.listen)
+            .and_then(|mut v| (!v.is_empty()).then(|| v.remove(0)));
+        let listener = match inherited {
+            Some(l) => l,
+            None => std::net::TcpListener::bind(settings.listen)?,
+        };
         listener.set_nonblocking(true)?;
+        let socket = listener.try_clone().ok();
         let addr = listener.local_addr()?;
         let tls = settings.tls.clone();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
@@ -113,6 +122,8 @@ impl AdminServer {
         tracing::info!("admin API listening on {addr}");
         Ok(AdminServer {
             addr,
+            socket,
+            configured: settings.listen,
             admin,
             stop: Some(stop_tx),
             thread: Some(thread),
@@ -122,6 +133,12 @@ impl AdminServer {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The configured address and a duplicate of the listening socket (for a binary upgrade).
+    pub fn socket(&self) -> Option<(SocketAddr, std::net::TcpListener)> {
+        let s = self.socket.as_ref()?.try_clone().ok()?;
+        Some((self.configured, s))
     }
 
     /// Marks the gateway as stopping (`/readyz` answers 503).
@@ -135,6 +152,7 @@ impl AdminServer {
     }
 
     fn shut(&mut self) {
+        self.socket = None;
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }

@@ -56,6 +56,9 @@ pub enum ApplyError {
 struct Control {
     /// Configured address → bound address, for every open listener.
     bound: HashMap<SocketAddr, SocketAddr>,
+    /// A duplicate of every listening socket (the workers own the originals), handed to the
+    /// process that replaces this one in a binary upgrade.
+    sockets: HashMap<SocketAddr, Vec<std::net::TcpListener>>,
     settings: Settings,
     sources: Vec<PathBuf>,
     files: Vec<PathBuf>,
@@ -99,11 +102,22 @@ impl Gateway {
         let threads = settings.threads.max(1);
         let mut opened = Vec::new();
         let mut bound = HashMap::new();
+        let mut dups = HashMap::new();
         for &key in snap.listeners.keys() {
             let (addr, sockets) = bind_group(key, threads)
                 .map_err(|source| ApplyError::Bind { addr: key, source })?;
             bound.insert(key, addr);
+            dups.insert(
+                key,
+                duplicates(&sockets).map_err(|source| ApplyError::Bind { addr: key, source })?,
+            );
             opened.push((key, sockets));
+        }
+        let unclaimed = crate::listener::drop_unclaimed("api");
+        if unclaimed > 0 {
+            tracing::info!(
+                "{unclaimed} inherited sockets closed: the configuration no longer listens there"
+            );
         }
         let snapshot = Arc::new(ArcSwap::from_pointee(snap));
         let per_ip = crate::slow::PerIp::default();
@@ -133,6 +147,7 @@ impl Gateway {
             workers: Mutex::new(workers),
             control: Mutex::new(Control {
                 bound,
+                sockets: dups,
                 settings,
                 sources,
                 files,
@@ -146,8 +161,10 @@ impl Gateway {
         let mut per_worker: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
             (0..self.threads).map(|_| Vec::new()).collect();
         for (key, sockets) in opened {
+            // More sockets than workers (inherited from a process with more): some workers
+            // accept on two.
             for (i, s) in sockets.into_iter().enumerate() {
-                if let Some(list) = per_worker.get_mut(i) {
+                if let Some(list) = per_worker.get_mut(i % self.threads.max(1)) {
                     list.push((key, s));
                 }
             }
@@ -169,6 +186,31 @@ impl Gateway {
         let mut v: Vec<_> = self.lock().bound.iter().map(|(k, v)| (*k, *v)).collect();
         v.sort();
         v
+    }
+
+    /// Duplicates of every listening socket, by configured and bound address: what a binary
+    /// upgrade hands to the new process.
+    pub fn listening_sockets(
+        &self,
+    ) -> std::io::Result<Vec<(SocketAddr, SocketAddr, Vec<std::net::TcpListener>)>> {
+        let control = self.lock();
+        let mut out = Vec::new();
+        for (key, sockets) in &control.sockets {
+            let bound = control.bound.get(key).copied().unwrap_or(*key);
+            out.push((*key, bound, duplicates(sockets)?));
+        }
+        Ok(out)
+    }
+
+    /// Stops accepting on every listener (a binary upgrade handed them over); open
+    /// connections go on.
+    pub fn stop_accepting(&self) {
+        let mut control = self.lock();
+        let keys: Vec<SocketAddr> = control.bound.keys().copied().collect();
+        for (tx, _) in self.workers().iter() {
+            let _ = tx.send(Command::Close(keys.clone()));
+        }
+        control.sockets.clear();
     }
 
     /// Every file the current configuration was read from.
@@ -222,6 +264,7 @@ impl Gateway {
         let threads = self.threads;
         let mut opened = Vec::new();
         let mut new_bound = HashMap::new();
+        let mut new_dups = HashMap::new();
         for &key in snap.listeners.keys() {
             if let Some(addr) = control.bound.get(&key) {
                 new_bound.insert(key, *addr);
@@ -230,6 +273,10 @@ impl Gateway {
             let (addr, sockets) = bind_group(key, threads)
                 .map_err(|source| ApplyError::Bind { addr: key, source })?;
             new_bound.insert(key, addr);
+            new_dups.insert(
+                key,
+                duplicates(&sockets).map_err(|source| ApplyError::Bind { addr: key, source })?,
+            );
             opened.push((key, sockets));
         }
         let closed: Vec<SocketAddr> = control
@@ -259,6 +306,10 @@ impl Gateway {
             }
         }
         control.bound = new_bound;
+        for key in &closed {
+            control.sockets.remove(key);
+        }
+        control.sockets.extend(new_dups);
         control.settings = settings;
         control.files = files;
         Ok(())
@@ -281,6 +332,13 @@ impl Gateway {
             let _ = handle.join();
         }
     }
+}
+
+fn duplicates(sockets: &[std::net::TcpListener]) -> std::io::Result<Vec<std::net::TcpListener>> {
+    sockets
+        .iter()
+        .map(std::net::TcpListener::try_clone)
+        .collect()
 }
 
 impl Drop for Gateway {

@@ -82,10 +82,14 @@ impl Drop for Waiting<'_> {
 
 /// Drives `conn` to its end and returns its output. When the worker starts shutting down (or
 /// already has), calls `graceful` once (hyper's graceful shutdown: finish in-flight requests,
-/// then close) and keeps driving it.
+/// then close) and keeps driving it. With `linger`, `graceful` waits that long first: an
+/// HTTP/1.1 connection in use meanwhile gets its next response with `Connection: close` and
+/// ends by itself, so that a client sending a request on it as the gateway closes it does not
+/// lose that request.
 pub async fn until_done<C, R>(
     mut conn: Pin<&mut C>,
     shutdown: &Shutdown,
+    linger: Option<std::time::Duration>,
     graceful: impl Fn(Pin<&mut C>),
 ) -> R
 where
@@ -96,15 +100,27 @@ where
         slot: None,
     };
     let mut asked = false;
+    let mut timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
     poll_fn(|cx| {
         if !asked && shutdown.is_down() {
-            asked = true;
-            graceful(conn.as_mut());
+            match linger {
+                None => {
+                    asked = true;
+                    graceful(conn.as_mut());
+                }
+                Some(d) => {
+                    let t = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(d)));
+                    if t.as_mut().poll(cx).is_ready() {
+                        asked = true;
+                        graceful(conn.as_mut());
+                    }
+                }
+            }
         }
         if let Poll::Ready(r) = conn.as_mut().poll(cx) {
             return Poll::Ready(r);
         }
-        if !asked {
+        if !asked && timer.is_none() {
             match waiting.slot {
                 Some(i) => shutdown.update(i, cx.waker()),
                 None => waiting.slot = Some(shutdown.register(cx.waker())),
@@ -152,7 +168,7 @@ mod tests {
                         asked: asked.clone(),
                     };
                     let conn = std::pin::pin!(conn);
-                    until_done(conn, &shutdown, |_| {
+                    until_done(conn, &shutdown, None, |_| {
                         calls.set(calls.get() + 1);
                         asked.set(true);
                     })
@@ -181,7 +197,7 @@ mod tests {
             let conn = std::pin::pin!(Conn {
                 asked: asked.clone()
             });
-            let r = until_done(conn, &shutdown, |_| asked.set(true)).await;
+            let r = until_done(conn, &shutdown, None, |_| asked.set(true)).await;
             assert_eq!(r, "closed");
         });
     }
@@ -201,7 +217,7 @@ mod tests {
                         Poll::Pending
                     }
                 }));
-                until_done(conn, &shutdown, |_| {}).await;
+                until_done(conn, &shutdown, None, |_| {}).await;
             }
             assert_eq!(shutdown.waiters.borrow().len(), 1, "one slot, reused");
         });

@@ -85,7 +85,7 @@ async fn main_loop(
         active: Cell::new(0),
         idle: Notify::new(),
     });
-    let mut accepting: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
+    let mut accepting: HashMap<SocketAddr, Vec<JoinHandle<()>>> = HashMap::new();
     let deadlines = crate::deadline::install();
     let sweeper = {
         let worker = worker.clone();
@@ -107,9 +107,7 @@ async fn main_loop(
                         Ok(l) => {
                             let task =
                                 tokio::task::spawn_local(accept_loop(worker.clone(), key, l));
-                            if let Some(old) = accepting.insert(key, task) {
-                                old.abort();
-                            }
+                            accepting.entry(key).or_default().push(task);
                         }
                         Err(e) => tracing::error!(worker = id, %key, "cannot use listener: {e}"),
                     }
@@ -117,7 +115,7 @@ async fn main_loop(
             }
             Command::Close(keys) => {
                 for key in keys {
-                    if let Some(task) = accepting.remove(&key) {
+                    for task in accepting.remove(&key).unwrap_or_default() {
                         task.abort();
                     }
                 }
@@ -130,7 +128,7 @@ async fn main_loop(
             }
             Command::Shutdown(grace) => {
                 sweeper.abort();
-                for (_, task) in accepting.drain() {
+                for task in accepting.drain().flat_map(|(_, tasks)| tasks) {
                     task.abort();
                 }
                 worker.shutdown.trigger();
@@ -184,6 +182,10 @@ async fn accept_loop(worker: Rc<Worker>, key: SocketAddr, listener: TcpListener)
         });
     }
 }
+
+/// How long an HTTP/1.1 connection may still carry requests once the worker shuts down (each
+/// answered with `Connection: close`) before an idle one is closed.
+const DRAIN_LINGER: Duration = Duration::from_secs(1);
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -295,7 +297,17 @@ where
                 listener: key,
                 conn: &info,
             };
-            Ok::<_, std::convert::Infallible>(proxy::serve(snap, ctx, req).await)
+            let mut res = proxy::serve(snap, ctx, req).await;
+            // Shutting down: the client takes its next request elsewhere (HTTP/1.1; HTTP/2
+            // has GOAWAY, and a 101 keeps its connection).
+            if !h2 && w.shutdown.is_down() && res.status() != http::StatusCode::SWITCHING_PROTOCOLS
+            {
+                res.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(res)
         }
     });
     let result = if h2 {
@@ -309,7 +321,8 @@ where
             .max_send_buf_size(h2s.initial_stream_window_size as usize);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
-        until_done(conn, &shutdown, |c| c.graceful_shutdown()).await
+        // HTTP/2's GOAWAY tells the client which requests were taken: no linger needed.
+        until_done(conn, &shutdown, None, |c| c.graceful_shutdown()).await
     } else {
         let mut builder = http1::Builder::new();
         builder
@@ -322,7 +335,10 @@ where
             .keep_alive(true);
         let conn = builder.serve_connection(io, service).with_upgrades();
         tokio::pin!(conn);
-        until_done(conn, &shutdown, |c| c.graceful_shutdown()).await
+        until_done(conn, &shutdown, Some(DRAIN_LINGER), |c| {
+            c.graceful_shutdown()
+        })
+        .await
     };
     if let Err(e) = result {
         tracing::debug!(%peer, "connection ended with an error: {e}");

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use turnpike_admin::{store::DirStore, Admin, AdminServer, Manager};
 
+pub mod upgrade;
+
 pub use turnpike_compile::{compile, json_schema, load_and_compile};
 pub use turnpike_engine::{ApplyError, Compiled, Gateway};
 
@@ -79,6 +81,9 @@ impl Control {
             }
             None => None,
         };
+        // An admin socket inherited from a process whose configuration had one, where this
+        // configuration has none (or another address), is closed.
+        turnpike_engine::listener::drop_unclaimed("admin");
         Ok(Control { manager, admin })
     }
 
@@ -90,6 +95,19 @@ impl Control {
     /// The admin API's bound address, when it runs.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(AdminServer::addr)
+    }
+
+    /// A duplicate of the admin API's listening socket, for a binary upgrade.
+    pub fn admin_socket(&self) -> Option<(SocketAddr, std::net::TcpListener)> {
+        self.admin.as_ref().and_then(AdminServer::socket)
+    }
+
+    /// Stops accepting (the listeners were handed to a new process); open connections go on.
+    pub fn stop_accepting(&mut self) {
+        self.manager.gateway().stop_accepting();
+        if let Some(a) = self.admin.take() {
+            a.stop();
+        }
     }
 
     /// Lets in-flight requests finish, then stops the gateway and the admin API (which

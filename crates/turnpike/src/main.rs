@@ -1,9 +1,10 @@
 //! `turnpike`: the command line. Parses arguments and wires the config and engine crates
 //! together; no gateway logic lives here.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,20 @@ enum Command {
         /// Reload when a configuration file changes (SIGHUP always reloads).
         #[arg(long)]
         watch: bool,
+        /// Write the process id here (a binary upgrade writes the new one).
+        #[arg(long)]
+        pid_file: Option<PathBuf>,
+    },
+    /// Replace a running gateway by this binary without dropping a connection: the running
+    /// process starts the binary it was started from (replace that file first), hands it its
+    /// listening sockets, and drains. Same as sending it SIGUSR2.
+    Upgrade {
+        /// The running gateway's `--pid-file`.
+        #[arg(long)]
+        pid_file: PathBuf,
+        /// How long to wait for the new process to serve.
+        #[arg(long, default_value = "120")]
+        timeout_secs: u64,
     },
     /// Check a configuration: exit 0, or print every error with file:line:column and key.
     Validate {
@@ -51,9 +66,26 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Validate { config } => validate(&config),
-        Command::Run { config, watch } => {
+        Command::Upgrade {
+            pid_file,
+            timeout_secs,
+        } => match upgrade(&pid_file, Duration::from_secs(timeout_secs)) {
+            Ok(pid) => {
+                println!("upgraded: process {pid} serves");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run {
+            config,
+            watch,
+            pid_file,
+        } => {
             init_logging();
-            match run(config, watch) {
+            match run(config, watch, pid_file) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("{e}");
@@ -67,8 +99,11 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TURNPIKE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal, not in files or journald.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
 }
@@ -96,10 +131,23 @@ struct Signals {
     hup: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
-fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
+/// Why the control loop ended.
+enum Exit {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// A new process took over the listeners.
+    Upgraded,
+}
+
+fn run(config: Vec<PathBuf>, watch: bool, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
+    // What a binary upgrade starts: the binary this process was started from (replaced on disk
+    // by then), with the same arguments.
+    let exe = std::env::current_exe()?;
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -109,9 +157,19 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
             hup: signal(SignalKind::hangup())?,
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
+            usr2: signal(SignalKind::user_defined2())?,
         }
     };
-    let control = turnpike::Control::start(config)?;
+    let handover = turnpike::upgrade::inherit()?;
+    let mut control = match turnpike::Control::start(config) {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(h) = handover {
+                h.failed(&e.to_string());
+            }
+            return Err(e);
+        }
+    };
     for (configured, bound) in control.gateway().listeners() {
         if configured == bound {
             tracing::info!("listening on {bound}");
@@ -119,32 +177,154 @@ fn run(config: Vec<PathBuf>, watch: bool) -> anyhow::Result<()> {
             tracing::info!("listening on {bound} (configured {configured})");
         }
     }
-    rt.block_on(control_loop(&control.manager, watch, signals));
-    tracing::info!("shutting down: finishing in-flight requests");
+    if let Some(p) = &pid_file {
+        write_pid(p)?;
+    }
+    let upgraded = handover.is_some();
+    if let Some(h) = handover {
+        h.ready()?;
+    }
+    notify(&if upgraded {
+        vec![
+            sd_notify::NotifyState::MainPid(std::process::id()),
+            sd_notify::NotifyState::Ready,
+        ]
+    } else {
+        vec![sd_notify::NotifyState::Ready]
+    });
+    let exit = rt.block_on(control_loop(
+        &control,
+        watch,
+        signals,
+        &exe,
+        &args,
+        pid_file.as_deref(),
+    ));
+    match exit {
+        Exit::Upgraded => {
+            tracing::info!("the new process serves: draining this one");
+            control.stop_accepting();
+        }
+        Exit::Stop => {
+            notify(&[sd_notify::NotifyState::Stopping]);
+            if let Some(p) = &pid_file {
+                let _ = std::fs::remove_file(p);
+            }
+            tracing::info!("shutting down: finishing in-flight requests");
+        }
+    }
     control.shutdown();
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Waits for signals (SIGHUP reloads; SIGTERM and SIGINT stop) and, with `--watch`, for changed
-/// configuration files. Returns when the gateway should stop.
-async fn control_loop(manager: &turnpike_admin::Manager, watch: bool, signals: Signals) {
+/// Tells systemd (`Type=notify`) about the process's state; nothing without systemd.
+fn notify(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::debug!("sd_notify: {e}");
+    }
+}
+
+fn write_pid(path: &Path) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{}\n", std::process::id()))
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+fn read_pid(path: &Path) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    text.trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{} holds no process id", path.display()))
+}
+
+/// Where a failed upgrade's reason is written, beside the pid file.
+fn outcome_file(pid_file: &Path) -> PathBuf {
+    let mut name = pid_file.as_os_str().to_owned();
+    name.push(".upgrade-failed");
+    PathBuf::from(name)
+}
+
+/// `turnpike upgrade`: signals the running gateway and waits for its successor to serve.
+fn upgrade(pid_file: &Path, timeout: Duration) -> anyhow::Result<i32> {
+    let old = read_pid(pid_file)?;
+    let failed = outcome_file(pid_file);
+    let _ = std::fs::remove_file(&failed);
+    let pid = rustix::process::Pid::from_raw(old)
+        .ok_or_else(|| anyhow::anyhow!("{} holds no process id", pid_file.display()))?;
+    rustix::process::kill_process(pid, rustix::process::Signal::USR2)
+        .map_err(|e| anyhow::anyhow!("cannot signal process {old}: {e}"))?;
+    let start = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(new) = read_pid(pid_file) {
+            if new != old {
+                return Ok(new);
+            }
+        }
+        if let Ok(why) = std::fs::read_to_string(&failed) {
+            let _ = std::fs::remove_file(&failed);
+            anyhow::bail!(
+                "the upgrade failed, process {old} goes on serving: {}",
+                why.trim()
+            );
+        }
+        if start.elapsed() > timeout {
+            anyhow::bail!(
+                "no new process serves after {timeout:?}; process {old} goes on serving (its log says why)"
+            );
+        }
+    }
+}
+
+/// Waits for signals (SIGHUP reloads; SIGUSR2 upgrades; SIGTERM and SIGINT stop) and, with
+/// `--watch`, for changed configuration files. Returns why the gateway should stop.
+async fn control_loop(
+    control: &turnpike::Control,
+    watch: bool,
+    signals: Signals,
+    exe: &Path,
+    args: &[OsString],
+    pid_file: Option<&Path>,
+) -> Exit {
     let Signals {
         mut hup,
         mut term,
         mut int,
+        mut usr2,
     } = signals;
+    let manager = &control.manager;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut seen = fingerprint(manager);
     loop {
         tokio::select! {
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading configuration");
+                notify(&[sd_notify::NotifyState::Reloading]);
                 reload(manager, "signal");
+                notify(&[sd_notify::NotifyState::Ready]);
                 seen = fingerprint(manager);
             }
-            _ = term.recv() => return,
-            _ = int.recv() => return,
+            _ = usr2.recv() => {
+                tracing::info!("SIGUSR2: starting {} to take over", exe.display());
+                match turnpike::upgrade::hand_over(control, exe, args) {
+                    Ok(pid) => {
+                        tracing::info!(pid, "upgrade: the new process serves");
+                        return Exit::Upgraded;
+                    }
+                    Err(e) => {
+                        tracing::error!("upgrade failed, this process goes on serving: {e:#}");
+                        // `turnpike upgrade` is waiting: tell it why.
+                        if let Some(p) = pid_file {
+                            let _ = std::fs::write(outcome_file(p), format!("{e:#}\n"));
+                        }
+                    }
+                }
+            }
+            _ = term.recv() => return Exit::Stop,
+            _ = int.recv() => return Exit::Stop,
             _ = tick.tick(), if watch => {
                 let now = fingerprint(manager);
                 if now != seen {
