@@ -180,11 +180,8 @@ fn run(config: Vec<PathBuf>, watch: bool, pid_file: Option<PathBuf>) -> anyhow::
     if let Some(p) = &pid_file {
         write_pid(p)?;
     }
-    let upgraded = handover.is_some();
-    if let Some(h) = handover {
-        h.ready()?;
-    }
-    notify(&if upgraded {
+    // systemd learns the new main process before the old one may exit.
+    notify(&if handover.is_some() {
         vec![
             sd_notify::NotifyState::MainPid(std::process::id()),
             sd_notify::NotifyState::Ready,
@@ -192,6 +189,9 @@ fn run(config: Vec<PathBuf>, watch: bool, pid_file: Option<PathBuf>) -> anyhow::
     } else {
         vec![sd_notify::NotifyState::Ready]
     });
+    if let Some(h) = handover {
+        h.ready()?;
+    }
     let exit = rt.block_on(control_loop(
         &control,
         watch,
