@@ -169,6 +169,9 @@ impl Manager {
     ) -> Result<Manager, Box<dyn std::error::Error + Send + Sync>> {
         let sources = sources(&files, store.as_ref());
         let (set, snapshot) = turnpike_compile::load_and_compile(&sources)?;
+        turnpike_telemetry::stats::process()
+            .revision
+            .store(1, std::sync::atomic::Ordering::Relaxed);
         let gateway =
             Gateway::start_compiled(compiled(&set, snapshot), sources, Arc::new(StoreCompiler))?;
         Ok(Manager {
@@ -368,9 +371,16 @@ impl Manager {
         trigger: &str,
         result: Result<(ConfigSet, Option<String>), ChangeError>,
     ) -> Result<Applied, ChangeError> {
+        let process = turnpike_telemetry::stats::process();
         match result {
             Ok((set, etag)) => {
                 state.revision += 1;
+                process
+                    .reloads_ok
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                process
+                    .revision
+                    .store(state.revision, std::sync::atomic::Ordering::Relaxed);
                 state.set = set;
                 state.last = LastChange {
                     at: now_secs(),
@@ -385,6 +395,9 @@ impl Manager {
                 })
             }
             Err(e) => {
+                process
+                    .reloads_failed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 state.last = LastChange {
                     at: now_secs(),
                     trigger: trigger.into(),

@@ -73,6 +73,9 @@ where
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     match segments.as_slice() {
         ["admin", "v1", "status"] => only(&parts.method, &[Method::GET], || status(&admin)),
+        ["metrics"] => only(&parts.method, &[Method::GET], || {
+            metrics(&admin, &parts.headers)
+        }),
         ["admin", "v1", "openapi.json"] => only(&parts.method, &[Method::GET], || {
             let mut r = Response::new(Full::new(Bytes::from_static(OPENAPI.as_bytes())));
             r.headers_mut().insert(
@@ -291,6 +294,37 @@ fn status(admin: &Admin) -> Answer {
         body["fleet"] = extra;
     }
     json_answer(StatusCode::OK, &body)
+}
+
+/// Prometheus metrics (OpenMetrics when the `Accept` header asks for it).
+fn metrics(admin: &Admin, headers: &HeaderMap) -> Answer {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let open = turnpike_telemetry::metrics::wants_openmetrics(accept);
+    let snap = admin.manager.gateway().snapshot();
+    let now = turnpike_snapshot::upstream::now_ms();
+    let health: Vec<(Arc<str>, Arc<str>, bool)> = snap
+        .upstreams
+        .iter()
+        .flat_map(|u| {
+            u.nodes.iter().map(|n| {
+                (
+                    Arc::clone(&u.name),
+                    Arc::clone(&n.label),
+                    n.state.usable(now),
+                )
+            })
+        })
+        .collect();
+    let body = turnpike_telemetry::metrics::render(open, &health);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let ct = if open {
+        turnpike_telemetry::metrics::OPENMETRICS_TEXT
+    } else {
+        turnpike_telemetry::metrics::PROMETHEUS_TEXT
+    };
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r
 }
 
 /// Runs `f` off the admin runtime's thread (compiling a configuration takes a while).

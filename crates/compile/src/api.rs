@@ -131,6 +131,7 @@ pub(crate) fn compile_plain_api(
             path,
         },
         Api {
+            stats: turnpike_telemetry::stats::api(&name),
             name,
             chain: Chain::new(steps),
             target,

@@ -69,7 +69,15 @@ pub fn load_and_compile_with(
 /// Compiles a loaded configuration; returns every error, each with its location.
 pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut errors = ConfigErrors::default();
-    let settings = settings(&set.gateway);
+    let mut settings = settings(&set.gateway);
+    settings.metrics = set
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.value.metrics.as_ref())
+        .and_then(|m| m.enabled)
+        .is_none_or(|f| f.0);
+    // Counters have one block per worker: the number is known before any is made.
+    turnpike_telemetry::stats::set_workers(settings.threads);
     if let Some(origin) = &set.gateway_origin {
         if settings.threads == 0 {
             errors.push(origin.error("gateway.threads", "must be at least 1"));
@@ -165,6 +173,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                 },
                 Arc::new(Api {
                     errors: None,
+                    stats: turnpike_telemetry::stats::api("api-docs"),
                     name: "api-docs".into(),
                     chain: Chain::new(vec![Step {
                         policy: Box::new(docs),
@@ -192,7 +201,16 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         }
         match Router::build(routes) {
             Ok(router) => {
-                listeners.insert(addr, ListenerRoutes { router, tls, h2c });
+                listeners.insert(
+                    addr,
+                    ListenerRoutes {
+                        router,
+                        tls,
+                        h2c,
+                        stats: turnpike_telemetry::stats::listener(&addr.to_string()),
+                        unrouted: turnpike_telemetry::stats::api("-"),
+                    },
+                );
             }
             // Paths were validated per API already; this is a safety net.
             Err((_, msg)) => errors.push(turnpike_config::ConfigError::new(

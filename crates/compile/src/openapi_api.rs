@@ -144,6 +144,7 @@ pub(crate) fn compile_openapi_api(
                     path: PathSpec::Prefix(spec.base_path.clone()),
                 },
                 Api {
+                    stats: turnpike_telemetry::stats::api(&name),
                     name,
                     chain: Chain::new(steps),
                     target: Some(target),

@@ -174,7 +174,7 @@ fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<U
         if n.weight == Some(0) {
             return Err(err(&format!("nodes[{i}].weight"), "must be at least 1"));
         }
-        nodes.push(node(n, p, &counts, dir, key).map_err(|(k, m)| {
+        nodes.push(node(n, p, &counts, dir, key, &name).map_err(|(k, m)| {
             if k.is_empty() {
                 (at.clone(), m)
             } else {
@@ -286,6 +286,7 @@ fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<U
     let total_weight = nodes.iter().map(|n| n.weight).sum();
     Ok(Upstream {
         id: NEXT_UPSTREAM.fetch_add(1, Ordering::Relaxed),
+        stats: turnpike_telemetry::stats::upstream(&name),
         name,
         nodes,
         balance,
@@ -309,6 +310,7 @@ fn node(
     counts: &Option<Arc<ConnLimits>>,
     dir: &Path,
     key: &str,
+    upstream: &str,
 ) -> Result<Node, Error> {
     let (ssl, http2) = (p.ssl, p.http2);
     let url = &n.url;
@@ -370,6 +372,7 @@ fn node(
         p.dns_refresh,
         if counts.is_some() { key } else { "" },
     );
+    let authority_label = authority.clone();
     Ok(Node::new(NodeParts {
         scheme,
         authority,
@@ -382,6 +385,7 @@ fn node(
         idle_timeout: p.timeouts.and_then(|t| t.idle).map(|d| d.0),
         dns_refresh: p.dns_refresh.map_or(DNS_REFRESH, |d| d.0),
         transport_key,
+        stats: turnpike_telemetry::stats::node(upstream, authority_label.as_str()),
         counts: counts.clone(),
         key: format!("{key}|{url}|{ssl:?}|{http2}|{}", dir.display()),
     }))

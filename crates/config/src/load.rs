@@ -12,7 +12,7 @@ use turnpike_core::CompileError;
 use crate::error::{ConfigError, ConfigErrors, Location};
 use crate::model::{
     AdminConfig, ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig,
-    SoapProxyConfig, UpstreamConfig,
+    SoapProxyConfig, TelemetryConfig, UpstreamConfig,
 };
 use crate::yaml::{self, Span};
 
@@ -128,6 +128,8 @@ pub struct ConfigSet {
     pub upstreams: Vec<Located<UpstreamConfig>>,
     /// The `admin:` document, if there was one.
     pub admin: Option<Located<AdminConfig>>,
+    /// The `telemetry:` document, if there was one.
+    pub telemetry: Option<Located<TelemetryConfig>>,
     /// Every file read (for `--watch`).
     pub files: Vec<PathBuf>,
 }
@@ -395,6 +397,23 @@ impl Loader<'_> {
                         value: *a,
                         origin,
                         key: "admin".into(),
+                    });
+                }
+            }
+            Document::Telemetry(t) => {
+                if let Some(first) = &self.set.telemetry {
+                    self.errors.push(origin.error(
+                        "telemetry",
+                        format!(
+                            "a second `telemetry:` document (the first is at {})",
+                            first.origin.at("telemetry")
+                        ),
+                    ));
+                } else {
+                    self.set.telemetry = Some(Located {
+                        value: *t,
+                        origin,
+                        key: "telemetry".into(),
                     });
                 }
             }

@@ -124,6 +124,11 @@ impl Chain {
             .collect()
     }
 
+    /// The name of the policy of step `at` (`gateway` past the last step).
+    pub fn step_name(&self, at: usize) -> &'static str {
+        self.steps.get(at).map_or("gateway", |s| s.policy.name())
+    }
+
     /// The steps, in flow order.
     pub fn steps(&self) -> &[Step] {
         &self.steps

@@ -42,6 +42,10 @@ pub struct RequestContext<'a> {
     pub listener: SocketAddr,
     /// The connection the request came on.
     pub conn: &'a ConnInfo,
+    /// The worker's index (its counters' block).
+    pub worker: usize,
+    /// Count for `/metrics` (the snapshot's setting).
+    pub metrics: bool,
 }
 
 /// True for an HTTP/1.1 request asking to switch protocols (WebSocket and others).
@@ -165,6 +169,13 @@ pub async fn serve(
 ) -> Response<Body> {
     let settings = &snap.settings;
     let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
+    // Counted for `/metrics`: method, status and time to the response head.
+    let counted = settings.metrics.then(|| {
+        (
+            Instant::now(),
+            turnpike_telemetry::stats::method_index(req.method().as_str()),
+        )
+    });
     let version = req.version();
     let mut served = Served {
         request_id: request_id(&req, settings),
@@ -202,7 +213,13 @@ pub async fn serve(
             RequestEnd::Answered { at, outcome } => {
                 let response = match outcome {
                     Outcome::Respond(r) => r,
-                    Outcome::Reject(p) => served.reject(p),
+                    Outcome::Reject(p) => {
+                        if settings.metrics {
+                            let policy = api.chain.step_name(at);
+                            api.stats.rejection(ctx.worker, policy, p.ty.kind);
+                        }
+                        served.reject(p)
+                    }
                     Outcome::Continue | Outcome::Wait(_) => {
                         served.reject(Problem::new(&problems::INTERNAL))
                     }
@@ -264,6 +281,16 @@ pub async fn serve(
         settings.request_id_header.clone(),
         served.request_id.clone(),
     );
+    if let Some((start, method)) = counted {
+        let status = response.status().as_u16();
+        let stats = match &served.api {
+            Some(api) => Some(&api.stats),
+            None => snap.listeners.get(&ctx.listener).map(|l| &l.unrouted),
+        };
+        if let Some(s) = stats {
+            s.request(ctx.worker, method, status, start.elapsed(), None);
+        }
+    }
     log.finish(response, &served, version)
 }
 
@@ -543,6 +570,21 @@ enum Tried {
     Failed(Failure, Problem),
 }
 
+impl Tried {
+    /// The try's outcome for the node's counters.
+    fn outcome(&self) -> turnpike_telemetry::stats::Outcome {
+        use turnpike_telemetry::stats::Outcome;
+        match self {
+            Tried::Answered(r, _) if r.status().is_server_error() => Outcome::ServerError,
+            Tried::Answered(..) => Outcome::Ok,
+            Tried::Failed(Failure::Connect, _) => Outcome::ConnectError,
+            Tried::Failed(Failure::Reset, _) => Outcome::Reset,
+            Tried::Failed(Failure::Timeout, _) => Outcome::Timeout,
+            Tried::Failed(..) => Outcome::Error,
+        }
+    }
+}
+
 /// How a try failed, for retries and health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Failure {
@@ -608,8 +650,13 @@ async fn forward(
         let node = &up.nodes[i];
         let may_retry = attempt < attempts;
         ctx.balancers.started(up, i);
+        let sent = ctx.metrics.then(Instant::now);
         let result = send_to(ex, target, node, ctx, &how, may_retry).await;
         ctx.balancers.finished(up, i);
+        if let Some(t) = sent {
+            up.stats.attempt(ctx.worker, t.elapsed());
+            node.stats.outcome(ctx.worker, result.outcome());
+        }
         match result {
             Tried::Answered(res, upgraded) => {
                 let status = res.status().as_u16();
@@ -625,6 +672,9 @@ async fn forward(
                     return Ok((res, upgraded, Arc::clone(&node.label)));
                 }
                 tracing::debug!(upstream = %up.name, node = %node.label, status, "trying again on another node");
+                if ctx.metrics {
+                    up.stats.retry(ctx.worker);
+                }
                 answered = Some((res, upgraded, Arc::clone(&node.label)));
             }
             Tried::Failed(Failure::Client | Failure::Refused, problem) => return Err(problem),
@@ -642,6 +692,9 @@ async fn forward(
                     return Err(problem);
                 }
                 tracing::debug!(upstream = %up.name, node = %node.label, ?kind, "trying again on another node");
+                if ctx.metrics {
+                    up.stats.retry(ctx.worker);
+                }
                 last = Some(problem);
             }
         }
@@ -660,6 +713,7 @@ fn record(up: &Upstream, i: usize, failed: bool) {
     let state = &up.nodes[i].state;
     if failed {
         if state.failed(Some(passive), || up.may_eject(now_ms())) {
+            up.nodes[i].stats.ejected();
             tracing::warn!(upstream = %up.name, node = %up.nodes[i].label, "node ejected after failures in a row");
         }
     } else {

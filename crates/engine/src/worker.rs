@@ -42,6 +42,8 @@ pub enum Command {
 }
 
 struct Worker {
+    /// Its index (the block of the counters it writes).
+    id: usize,
     snapshot: Arc<ArcSwap<Snapshot>>,
     balancers: Balancers,
     per_ip: PerIp,
@@ -76,6 +78,7 @@ async fn main_loop(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let worker = Rc::new(Worker {
+        id,
         snapshot,
         balancers: Balancers::default(),
         per_ip,
@@ -219,11 +222,28 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     worker.active.set(worker.active.get() + 1);
-    let (tls, h2c) = {
+    let (tls, h2c, stats) = {
         let snap = worker.snapshot.load();
+        let stats = snap
+            .settings
+            .metrics
+            .then_some(())
+            .and_then(|()| snap.listeners.get(&key).map(|l| Arc::clone(&l.stats)));
         snap.listeners
             .get(&key)
-            .map_or((None, false), |l| (l.tls.clone(), l.h2c))
+            .map_or((None, false, stats.clone()), |l| {
+                (l.tls.clone(), l.h2c, stats)
+            })
+    };
+    let id = worker.id;
+    if let Some(s) = &stats {
+        s.accepted(id);
+    }
+    // Counted open while served, by protocol (0 HTTP/1.1, 1 h2, 2 h2c).
+    let count_open = |p: usize, opens: bool| {
+        if let Some(s) = &stats {
+            s.open(id, p, opens);
+        }
     };
     let (header_timeout, write_timeout) = {
         let s = worker.settings.borrow();
@@ -240,6 +260,9 @@ async fn serve_connection(
             let io = WriteTimeout::new(stream, write_timeout);
             match tokio::time::timeout(header_timeout, turnpike_tls::accept(cfg, io)).await {
                 Ok(Ok(tls_stream)) => {
+                    if let Some(s) = &stats {
+                        s.handshake(id, true);
+                    }
                     let (_, session) = tls_stream.get_ref();
                     let h2 = session.alpn_protocol() == Some(b"h2");
                     info.client_cert = session
@@ -247,16 +270,31 @@ async fn serve_connection(
                         .and_then(|c| c.first())
                         .and_then(|c| turnpike_tls::certificate_subject(c))
                         .map(Rc::from);
+                    count_open(usize::from(h2), true);
                     serve_io(&worker, key, TokioIo::new(tls_stream), info, h2).await;
+                    count_open(usize::from(h2), false);
                 }
-                Ok(Err(e)) => tracing::warn!(%peer, "TLS handshake failed: {e}"),
-                Err(_) => tracing::warn!(%peer, "TLS handshake timed out"),
+                Ok(Err(e)) => {
+                    if let Some(s) = &stats {
+                        s.handshake(id, false);
+                    }
+                    tracing::warn!(%peer, "TLS handshake failed: {e}");
+                }
+                Err(_) => {
+                    if let Some(s) = &stats {
+                        s.handshake(id, false);
+                    }
+                    tracing::warn!(%peer, "TLS handshake timed out");
+                }
             }
         }
         None => {
             let h2 = h2c && starts_with_h2_preface(&stream, header_timeout).await;
             let io = WriteTimeout::new(PlainStream(stream), write_timeout);
+            let p = if h2 { 2 } else { 0 };
+            count_open(p, true);
             serve_io(&worker, key, TokioIo::new(io), info, h2).await;
+            count_open(p, false);
         }
     }
     let n = worker.active.get() - 1;
@@ -296,6 +334,8 @@ where
                 balancers: &w.balancers,
                 listener: key,
                 conn: &info,
+                worker: w.id,
+                metrics: snap.settings.metrics,
             };
             let mut res = proxy::serve(snap, ctx, req).await;
             // Shutting down: the client takes its next request elsewhere (HTTP/1.1; HTTP/2

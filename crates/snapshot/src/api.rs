@@ -15,6 +15,8 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// Its request counters (kept across reloads by name).
+    pub stats: Arc<turnpike_telemetry::stats::ApiStats>,
     /// How the problems the gateway generates for this API are written when not as
     /// problem+json: SOAP APIs answer SOAP faults, which is all their clients understand.
     /// `None` for problem+json (or a gRPC status for gRPC requests).

@@ -28,6 +28,10 @@ pub struct ListenerRoutes {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Accept cleartext HTTP/2 with prior knowledge.
     pub h2c: bool,
+    /// Its connection counters.
+    pub stats: Arc<turnpike_telemetry::stats::ListenerStats>,
+    /// The counters of requests no API of this address takes (`api="-"`).
+    pub unrouted: Arc<turnpike_telemetry::stats::ApiStats>,
 }
 
 impl std::fmt::Debug for ListenerRoutes {

@@ -22,6 +22,8 @@ pub struct Settings {
     pub threads: usize,
     /// One JSON line per request on stdout.
     pub access_log: bool,
+    /// Count requests, tries, rejections and connections for `/metrics`.
+    pub metrics: bool,
     /// Largest request head.
     pub max_header_size: usize,
     /// Most request headers.

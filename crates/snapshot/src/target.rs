@@ -110,6 +110,8 @@ pub struct Node {
     pub state: Arc<NodeState>,
     /// `host:port`, for logs.
     pub label: Arc<str>,
+    /// Its counters (tries by outcome, ejections).
+    pub stats: Arc<turnpike_telemetry::stats::NodeStats>,
 }
 
 /// The parts of a node, checked by the compiler.
@@ -139,6 +141,8 @@ pub struct NodeParts {
     /// What identifies the node across reloads: its pool and URL, and the settings that make
     /// its connections (a node with the same key keeps its health state).
     pub key: String,
+    /// Its counters (tries by outcome, ejections).
+    pub stats: Arc<turnpike_telemetry::stats::NodeStats>,
     /// What identifies the node's connections: nodes with the same transport key (in any pool,
     /// before and after a reload) share pooled connections.
     pub transport_key: String,
@@ -166,6 +170,7 @@ impl Node {
             host_header: p.host_header,
             base_path: p.base_path.trim_end_matches('/').to_owned(),
             weight: p.weight.max(1),
+            stats: p.stats,
         }
     }
 
@@ -249,6 +254,7 @@ mod tests {
             counts: None,
             key: format!("test|{base}"),
             transport_key: transport_key.into(),
+            stats: turnpike_telemetry::stats::node("test", base),
         })
     }
 

@@ -127,6 +127,8 @@ pub struct Upstream {
     pub dns_refresh: Duration,
     /// The sum of the nodes' weights.
     pub total_weight: u32,
+    /// Its counters (tries' latency, retries).
+    pub stats: Arc<turnpike_telemetry::stats::UpstreamStats>,
 }
 
 impl Upstream {

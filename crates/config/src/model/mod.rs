@@ -4,7 +4,7 @@
 //! One file per concern: `admin.rs` (the admin API and its store), `api.rs` (APIs, paths,
 //! targets), `gateway.rs` (process settings), `consumer.rs` (consumers and their credentials),
 //! `tls.rs` (TLS settings), `openapi.rs` (`api.openapi`), `soap.rs` (the `soapProxy:`
-//! document), `upstream.rs` (pools of backend nodes). A policy's settings are not here:
+//! document), `upstream.rs` (pools of backend nodes), `telemetry.rs` (metrics, traces). A policy's settings are not here:
 //! each policy module holds its own settings type, and a flow holds each policy as its name and
 //! raw settings ([`PolicyConfig`]) until the compile stage checks them.
 
@@ -14,6 +14,7 @@ mod consumer;
 mod gateway;
 mod openapi;
 mod soap;
+mod telemetry;
 mod tls;
 mod upstream;
 
@@ -23,6 +24,7 @@ pub use consumer::*;
 pub use gateway::*;
 pub use openapi::*;
 pub use soap::*;
+pub use telemetry::*;
 pub use tls::*;
 pub use upstream::*;
 
@@ -51,6 +53,8 @@ pub enum Document {
     Upstream(Box<UpstreamConfig>),
     /// The admin REST API and its document store.
     Admin(Box<AdminConfig>),
+    /// Metrics, traces and the store of recent exchanges.
+    Telemetry(Box<TelemetryConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the
