@@ -12,6 +12,7 @@ mod openapi_api;
 mod settings;
 mod soap_proxy;
 mod target;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 
@@ -70,12 +71,7 @@ pub fn load_and_compile_with(
 pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut errors = ConfigErrors::default();
     let mut settings = settings(&set.gateway);
-    settings.metrics = set
-        .telemetry
-        .as_ref()
-        .and_then(|t| t.value.metrics.as_ref())
-        .and_then(|m| m.enabled)
-        .is_none_or(|f| f.0);
+    telemetry::apply(set, &mut settings, &mut errors);
     // Counters have one block per worker: the number is known before any is made.
     turnpike_telemetry::stats::set_workers(settings.threads);
     if let Some(origin) = &set.gateway_origin {

@@ -20,6 +20,8 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         access_log: g.access_log.is_none_or(|f| f.0),
         // Set from the `telemetry:` document by the compiler.
         metrics: true,
+        tracing: None,
+        trace_export: None,
         max_header_size: limits.max_header_size.map_or(64 << 10, |s| s.0 as usize),
         max_headers: limits.max_headers.unwrap_or(100),
         max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),

@@ -170,7 +170,17 @@ impl Chain {
             if !step.request {
                 continue;
             }
-            match step.policy.on_request(ex) {
+            let start = ex.step_times.is_some().then(std::time::Instant::now);
+            let outcome = step.policy.on_request(ex);
+            if let (Some(start), Some(times)) = (start, ex.step_times.as_mut()) {
+                times.push(crate::exchange::StepTime {
+                    at: i,
+                    response: false,
+                    start,
+                    end: std::time::Instant::now(),
+                });
+            }
+            match outcome {
                 Outcome::Continue => {}
                 Outcome::Wait(wait) => return RequestEnd::Wait { at: i, wait },
                 outcome => return RequestEnd::Answered { at: i, outcome },
@@ -187,7 +197,17 @@ impl Chain {
             if !step.response {
                 continue;
             }
-            match step.policy.on_response(ex) {
+            let start = ex.step_times.is_some().then(std::time::Instant::now);
+            let outcome = step.policy.on_response(ex);
+            if let (Some(start), Some(times)) = (start, ex.step_times.as_mut()) {
+                times.push(crate::exchange::StepTime {
+                    at: i,
+                    response: true,
+                    start,
+                    end: std::time::Instant::now(),
+                });
+            }
+            match outcome {
                 Outcome::Continue => {}
                 Outcome::Respond(r) => ex.response = Some(r),
                 Outcome::Reject(p) => return ResponseEnd::Reject(p),

@@ -62,6 +62,21 @@ pub struct Exchange {
     /// What policies learned and want to share with later policies (verified claims, the
     /// consumer, a parsed body, ...), keyed by type.
     pub extensions: http::Extensions,
+    /// When the request is traced: how long each policy step took, in order.
+    pub step_times: Option<Vec<StepTime>>,
+}
+
+/// How long one policy step took (recorded for traced requests).
+#[derive(Debug, Clone, Copy)]
+pub struct StepTime {
+    /// The step's index in the chain.
+    pub at: usize,
+    /// True for the response phase.
+    pub response: bool,
+    /// When it started.
+    pub start: std::time::Instant,
+    /// When it returned.
+    pub end: std::time::Instant,
 }
 
 impl Exchange {
@@ -76,6 +91,7 @@ impl Exchange {
             original_uri,
             response: None,
             extensions: http::Extensions::new(),
+            step_times: None,
         }
     }
 

@@ -119,6 +119,7 @@ impl Gateway {
                 "{unclaimed} inherited sockets closed: the configuration no longer listens there"
             );
         }
+        configure_traces(&snap);
         let snapshot = Arc::new(ArcSwap::from_pointee(snap));
         let per_ip = crate::slow::PerIp::default();
         let mut workers = Vec::with_capacity(threads);
@@ -293,10 +294,11 @@ impl Gateway {
                 "gateway.threads changes take effect after a restart"
             );
         }
+        configure_traces(&snap);
         self.snapshot.store(Arc::new(snap));
         if settings != control.settings {
             for (tx, _) in self.workers().iter() {
-                let _ = tx.send(Command::Settings(settings.clone()));
+                let _ = tx.send(Command::Settings(Box::new(settings.clone())));
             }
         }
         self.distribute(opened);
@@ -323,6 +325,10 @@ impl Gateway {
     }
 
     fn stop(&self, grace: std::time::Duration) {
+        if self.snapshot.load().settings.trace_export.is_some() {
+            // Sends the spans still queued.
+            let _ = turnpike_telemetry::trace::configure(None);
+        }
         self.prober.lock().unwrap_or_else(|e| e.into_inner()).take();
         let workers = std::mem::take(&mut *self.workers());
         for (tx, _) in &workers {
@@ -331,6 +337,13 @@ impl Gateway {
         for (_, handle) in workers {
             let _ = handle.join();
         }
+    }
+}
+
+/// Starts, changes or stops the trace exporter as the configuration says.
+fn configure_traces(snap: &Snapshot) {
+    if let Err(e) = turnpike_telemetry::trace::configure(snap.settings.trace_export.clone()) {
+        tracing::error!("{e}");
     }
 }
 

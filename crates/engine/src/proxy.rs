@@ -23,6 +23,7 @@ use turnpike_core::{
 };
 use turnpike_snapshot::upstream::{now_ms, Breaker, Target, Upstream};
 use turnpike_snapshot::{Api, Node, Settings, Snapshot};
+use turnpike_telemetry::trace::KeyValue;
 
 use crate::balance::{Balancers, NoNode};
 
@@ -169,6 +170,26 @@ pub async fn serve(
 ) -> Response<Body> {
     let settings = &snap.settings;
     let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
+    let mut trace: Traced = settings.tracing.as_ref().and_then(|s| {
+        turnpike_telemetry::trace::Trace::begin(
+            req.headers().get("traceparent").map(HeaderValue::as_bytes),
+            req.headers()
+                .get("tracestate")
+                .and_then(|v| v.to_str().ok()),
+            s,
+        )
+    });
+    let traced_head = trace.as_ref().map(|_| {
+        (
+            req.method().clone(),
+            req.uri().path().to_owned(),
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("")
+                .to_owned(),
+        )
+    });
     // Counted for `/metrics`: method, status and time to the response head.
     let counted = settings.metrics.then(|| {
         (
@@ -201,6 +222,9 @@ pub async fn serve(
         };
         let body = phase!('phases, served, read_body(settings, &mut parts, body).await);
         let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
+        if trace.is_some() {
+            ex.step_times = Some(Vec::new());
+        }
         if let Some(subject) = &ctx.conn.client_cert {
             ex.extensions.insert(ClientCertificate {
                 subject: subject.to_string(),
@@ -234,7 +258,7 @@ pub async fn serve(
                         keep_request: api.chain.response_needs_request(),
                         upgrade: client_upgrade.is_some(),
                     };
-                    match forward(&mut ex, target, &ctx, how).await {
+                    match forward(&mut ex, target, &ctx, how, &mut trace).await {
                         Ok((res, up, node)) => {
                             served.upstream_status = Some(res.status());
                             served.upstream_node = Some(node);
@@ -263,6 +287,22 @@ pub async fn serve(
         };
         let mut response =
             response_phase(&api.chain, &mut ex, response, end, settings, &mut served).await;
+        if let (Some(t), Some(times)) = (trace.as_mut(), ex.step_times.take()) {
+            for st in times {
+                let policy = api.chain.step_name(st.at);
+                let phase = if st.response { "response" } else { "request" };
+                t.add_child(
+                    policy,
+                    st.start,
+                    st.end,
+                    vec![
+                        KeyValue::new("turnpike.policy", policy),
+                        KeyValue::new("turnpike.phase", phase),
+                    ],
+                    None,
+                );
+            }
+        }
         served.consumer = ex.identity().and_then(|i| i.consumer.clone());
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
             match (client_upgrade, backend_upgrade) {
@@ -281,6 +321,7 @@ pub async fn serve(
         settings.request_id_header.clone(),
         served.request_id.clone(),
     );
+    let trace_id = trace.as_ref().map(|t| t.trace_id());
     if let Some((start, method)) = counted {
         let status = response.status().as_u16();
         let stats = match &served.api {
@@ -288,10 +329,50 @@ pub async fn serve(
             None => snap.listeners.get(&ctx.listener).map(|l| &l.unrouted),
         };
         if let Some(s) = stats {
-            s.request(ctx.worker, method, status, start.elapsed(), None);
+            s.request(
+                ctx.worker,
+                method,
+                status,
+                start.elapsed(),
+                trace_id.as_deref(),
+            );
         }
     }
+    if let (Some(t), Some((method, path, host))) = (trace, traced_head) {
+        finish_trace(t, &served, ctx.conn, method, path, host, response.status());
+    }
     log.finish(response, &served, version)
+}
+
+/// Ends a traced request's server span (HTTP semantic conventions) and hands its spans over.
+fn finish_trace(
+    t: turnpike_telemetry::trace::Trace,
+    served: &Served,
+    conn: &ConnInfo,
+    method: http::Method,
+    path: String,
+    host: String,
+    status: StatusCode,
+) {
+    let api = served.api.as_ref().map_or("-", |a| &*a.name);
+    let mut attrs = vec![
+        KeyValue::new("http.request.method", method.to_string()),
+        KeyValue::new("url.path", path),
+        KeyValue::new("url.scheme", if conn.tls { "https" } else { "http" }),
+        KeyValue::new("server.address", host),
+        KeyValue::new("client.address", conn.peer.ip().to_string()),
+        KeyValue::new("http.response.status_code", i64::from(status.as_u16())),
+        KeyValue::new("turnpike.api", api.to_owned()),
+        KeyValue::new(
+            "turnpike.request_id",
+            served.request_id.to_str().unwrap_or("").to_owned(),
+        ),
+    ];
+    if let Some(e) = served.error {
+        attrs.push(KeyValue::new("error.type", e));
+    }
+    let error = status.is_server_error().then(|| status.to_string());
+    t.finish(format!("{method} {api}"), attrs, error);
 }
 
 /// Route: the API of this listener that takes the request, and its path parameters (a target
@@ -562,6 +643,9 @@ struct Forwarding<'a> {
     upgrade: bool,
 }
 
+/// The spans of a traced request, and the attributes its server span ends with.
+type Traced = Option<turnpike_telemetry::trace::Trace>;
+
 /// What a try of a request on one node came to.
 enum Tried {
     /// A response (and, for a 101 answer, the backend side of the upgraded connection).
@@ -612,6 +696,7 @@ async fn forward(
     target: &Target,
     ctx: &RequestContext<'_>,
     how: Forwarding<'_>,
+    trace: &mut Traced,
 ) -> Result<(Response<Body>, Option<OnUpgrade>, Arc<str>), Problem> {
     let up = &*target.upstream;
     let mut retry = up
@@ -651,8 +736,47 @@ async fn forward(
         let may_retry = attempt < attempts;
         ctx.balancers.started(up, i);
         let sent = ctx.metrics.then(Instant::now);
+        // A traced try tells the backend its span as the parent.
+        let timing = trace.as_ref().map(|t| {
+            let timing = t.start_child();
+            if let Ok(v) = HeaderValue::from_str(&t.traceparent(timing.id())) {
+                ex.request.headers.insert("traceparent", v);
+            }
+            if let Some(v) = t.tracestate().and_then(|s| HeaderValue::from_str(&s).ok()) {
+                ex.request.headers.insert("tracestate", v);
+            }
+            timing
+        });
         let result = send_to(ex, target, node, ctx, &how, may_retry).await;
         ctx.balancers.finished(up, i);
+        if let (Some(t), Some(timing)) = (trace.as_mut(), timing) {
+            let (status, error) = match &result {
+                Tried::Answered(r, _) => (
+                    Some(r.status()),
+                    r.status().is_server_error().then(|| r.status().to_string()),
+                ),
+                Tried::Failed(kind, p) => (None, Some(format!("{kind:?}: {}", p.ty.log))),
+            };
+            let mut attrs = vec![
+                KeyValue::new("http.request.method", ex.request.method.to_string()),
+                KeyValue::new("server.address", node.label.to_string()),
+                KeyValue::new("turnpike.upstream", up.name.to_string()),
+                KeyValue::new("turnpike.attempt", i64::from(attempt)),
+            ];
+            if let Some(s) = status {
+                attrs.push(KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(s.as_u16()),
+                ));
+            }
+            t.end_child(
+                timing,
+                ex.request.method.to_string(),
+                turnpike_telemetry::trace::SpanKind::Client,
+                attrs,
+                error,
+            );
+        }
         if let Some(t) = sent {
             up.stats.attempt(ctx.worker, t.elapsed());
             node.stats.outcome(ctx.worker, result.outcome());

@@ -36,7 +36,7 @@ pub enum Command {
     /// Stop accepting on these addresses; their open connections finish normally.
     Close(Vec<SocketAddr>),
     /// New settings (the upstream pool is rebuilt when its settings changed).
-    Settings(Settings),
+    Settings(Box<Settings>),
     /// Stop accepting, let in-flight requests finish within the grace period, then exit.
     Shutdown(Duration),
 }
@@ -127,7 +127,7 @@ async fn main_loop(
                 if upstream::client_settings_changed(&worker.settings.borrow(), &s) {
                     *worker.client.borrow_mut() = Rc::new(UpstreamPool::new(&s));
                 }
-                *worker.settings.borrow_mut() = s;
+                *worker.settings.borrow_mut() = *s;
             }
             Command::Shutdown(grace) => {
                 sweeper.abort();

@@ -24,6 +24,10 @@ pub struct Settings {
     pub access_log: bool,
     /// Count requests, tries, rejections and connections for `/metrics`.
     pub metrics: bool,
+    /// Which requests are traced (none when tracing is off).
+    pub tracing: Option<turnpike_telemetry::trace::Sampling>,
+    /// Where spans are exported.
+    pub trace_export: Option<turnpike_telemetry::trace::ExportSettings>,
     /// Largest request head.
     pub max_header_size: usize,
     /// Most request headers.

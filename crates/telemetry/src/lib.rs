@@ -9,3 +9,4 @@
 
 pub mod metrics;
 pub mod stats;
+pub mod trace;

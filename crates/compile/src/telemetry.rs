@@ -1,0 +1,109 @@
+//! The `telemetry:` document compiled into the snapshot's settings: whether metrics count,
+//! how requests are sampled for tracing, and where spans go.
+
+use std::time::Duration;
+
+use turnpike_config::{ConfigErrors, ConfigSet, Ratio};
+use turnpike_snapshot::Settings;
+use turnpike_telemetry::trace::{ExportSettings, Protocol, Sampling};
+
+/// Applies the `telemetry:` document to `settings`; errors are reported with their location.
+pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut ConfigErrors) {
+    let Some(t) = &set.telemetry else {
+        return;
+    };
+    settings.metrics = t
+        .value
+        .metrics
+        .as_ref()
+        .and_then(|m| m.enabled)
+        .is_none_or(|f| f.0);
+    let Some(tr) = &t.value.tracing else {
+        return;
+    };
+    let protocol = match tr.protocol.as_deref() {
+        None | Some("http/protobuf") => Protocol::HttpProtobuf,
+        Some("grpc") => Protocol::Grpc,
+        Some(other) => {
+            errors.push(t.error(
+                "tracing.protocol",
+                format!("`{other}` is not a protocol: `http/protobuf` or `grpc`"),
+            ));
+            return;
+        }
+    };
+    if tr.endpoint.starts_with("https://") {
+        errors.push(t.error(
+            "tracing.endpoint",
+            "TLS to the collector is not supported: export to a collector (or agent) on this host or network over http://",
+        ));
+        return;
+    }
+    let Some(rest) = tr.endpoint.strip_prefix("http://") else {
+        errors.push(t.error("tracing.endpoint", "must be an http:// URL"));
+        return;
+    };
+    if rest.trim_end_matches('/').is_empty() || rest.contains(['?', '#']) {
+        errors.push(t.error("tracing.endpoint", "must be an http:// URL with a host"));
+        return;
+    }
+    let sampling = tr.sampling.clone().unwrap_or_default();
+    let ratio = match &sampling.ratio {
+        None => 1.0,
+        Some(Ratio::Number(n)) => *n,
+        Some(Ratio::Percent(p)) => match p
+            .strip_suffix('%')
+            .and_then(|n| n.trim().parse::<f64>().ok())
+        {
+            Some(n) => n / 100.0,
+            None => {
+                errors.push(t.error(
+                    "tracing.sampling.ratio",
+                    format!("`{p}` is not a share: a number from 0 to 1, or a percentage"),
+                ));
+                return;
+            }
+        },
+    };
+    if !(0.0..=1.0).contains(&ratio) {
+        errors.push(t.error(
+            "tracing.sampling.ratio",
+            "must be between 0 and 1 (0% and 100%)",
+        ));
+        return;
+    }
+    let queue = tr.queue_size.unwrap_or(8192);
+    if queue == 0 {
+        errors.push(t.error("tracing.queueSize", "must be at least 1"));
+        return;
+    }
+    for (k, v) in &tr.headers {
+        if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+            || http::HeaderValue::from_str(v).is_err()
+        {
+            errors.push(t.error(&format!("tracing.headers.{k}"), "not a valid header"));
+            return;
+        }
+    }
+    settings.tracing = Some(Sampling::new(
+        ratio,
+        sampling.parent_based.is_none_or(|f| f.0),
+    ));
+    settings.trace_export = Some(ExportSettings {
+        endpoint: tr.endpoint.trim_end_matches('/').to_owned(),
+        protocol,
+        headers: tr
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        service_name: tr.service_name.clone().unwrap_or_else(|| "turnpike".into()),
+        resource: tr
+            .resource_attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        queue,
+        timeout: tr.timeout.map_or(Duration::from_secs(5), |d| d.0),
+    });
+}

@@ -1,0 +1,368 @@
+//! OpenTelemetry traces against a collector in the test (an OTLP/HTTP receiver decoding the
+//! protobuf messages): the caller's trace context is continued, the server span has a child
+//! per policy step and per upstream try, the backend gets a `traceparent` of the same trace,
+//! unsampled callers pass through untouched, exemplars carry trace ids, and a collector that
+//! is down costs no request.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+/// An OTLP/HTTP collector: every span it receives, with its service name.
+struct Collector {
+    addr: SocketAddr,
+    spans: Arc<Mutex<Vec<(String, Span)>>>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let spans: Arc<Mutex<Vec<(String, Span)>>> = Arc::default();
+        let store = spans.clone();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        move |req: http::Request<hyper::body::Incoming>| {
+                            let store = store.clone();
+                            async move {
+                                assert_eq!(req.uri().path(), "/v1/traces");
+                                assert_eq!(req.headers()["x-collector-key"], "k");
+                                let body = req.into_body().collect().await.unwrap().to_bytes();
+                                let msg = ExportTraceServiceRequest::decode(body).unwrap();
+                                for rs in msg.resource_spans {
+                                    let service = rs
+                                        .resource
+                                        .iter()
+                                        .flat_map(|r| r.attributes.iter())
+                                        .find(|a| a.key == "service.name")
+                                        .and_then(|a| a.value.as_ref())
+                                        .map(|v| format!("{:?}", v.value))
+                                        .unwrap_or_default();
+                                    for ss in rs.scope_spans {
+                                        for s in ss.spans {
+                                            store.lock().unwrap().push((service.clone(), s));
+                                        }
+                                    }
+                                }
+                                Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::new())))
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        Collector { addr, spans }
+    }
+
+    /// Waits until the spans of `trace` include `n` spans.
+    async fn trace(&self, trace: &str, n: usize) -> Vec<Span> {
+        let start = Instant::now();
+        loop {
+            let got: Vec<Span> = self
+                .spans
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(_, s)| hex(&s.trace_id) == trace)
+                .map(|(_, s)| s.clone())
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{} of {n} spans of {trace}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn attr(s: &Span, key: &str) -> String {
+    s.attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| a.value.as_ref())
+        .map(|v| format!("{:?}", v.value))
+        .unwrap_or_default()
+}
+
+fn config(collector: SocketAddr, backend: u16) -> String {
+    format!(
+        r#"gateway: {{ threads: 1, accessLog: false }}
+---
+admin: {{ listen: "127.0.0.1:0" }}
+---
+telemetry:
+  tracing:
+    endpoint: http://{collector}
+    headers: {{ x-collector-key: k }}
+    serviceName: edge
+    resourceAttributes: {{ deployment.environment: test }}
+    sampling: {{ ratio: 100%, parentBased: true }}
+    timeout: 500ms
+---
+api:
+  name: traced
+  port: 0
+  ip: 127.0.0.1
+  flow: [ {{ setHeader: {{ name: X-Seen, value: yes }} }} ]
+  target: {{ url: "http://127.0.0.1:{backend}" }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_continue_the_callers_context_and_reach_the_collector() {
+    let collector = Collector::start().await;
+    let backend = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(&file, config(collector.addr, backend.port())).unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+
+    // A sampled caller: its trace goes on.
+    let r = get_with(
+        t,
+        "/items/7",
+        &[
+            ("traceparent", &format!("00-{TRACE}-{PARENT}-01")),
+            ("tracestate", "vendor=x"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let spans = collector.trace(TRACE, 3).await;
+    let server = spans.iter().find(|s| s.kind == 2).expect("a server span");
+    assert_eq!(hex(&server.parent_span_id), PARENT);
+    assert_eq!(server.name, "GET traced");
+    assert!(
+        attr(server, "http.response.status_code").contains("200"),
+        "{server:?}"
+    );
+    assert!(attr(server, "url.path").contains("/items/7"));
+    let policy = spans
+        .iter()
+        .find(|s| s.name == "setHeader")
+        .expect("a policy span");
+    assert_eq!(policy.parent_span_id, server.span_id);
+    let client = spans.iter().find(|s| s.kind == 3).expect("a client span");
+    assert_eq!(client.parent_span_id, server.span_id);
+    assert!(attr(client, "server.address").contains(&backend.port().to_string()));
+    assert!(client.start_time_unix_nano >= server.start_time_unix_nano);
+    assert!(client.end_time_unix_nano <= server.end_time_unix_nano);
+    // The backend is told the client span is its parent, in the same trace.
+    let seen = backend.last();
+    let tp = seen.headers["traceparent"].to_str().unwrap().to_owned();
+    assert_eq!(tp, format!("00-{TRACE}-{}-01", hex(&client.span_id)));
+    assert_eq!(seen.headers["tracestate"], "vendor=x");
+    let services: Vec<String> = collector
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(s, _)| s.clone())
+        .collect();
+    assert!(services.iter().all(|s| s.contains("edge")), "{services:?}");
+
+    // A caller that decided not to sample: nothing recorded, its context passes untouched.
+    let unsampled = format!("00-{}-{PARENT}-00", "a".repeat(32));
+    get_with(t, "/x", &[("traceparent", &unsampled)]).await;
+    assert_eq!(backend.last().headers["traceparent"], unsampled.as_str());
+
+    // No caller context: a new trace, and its id is the exemplar of the latency bucket.
+    get(t, "/fresh").await;
+    let fresh = backend.last().headers["traceparent"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let fresh_trace = fresh.split('-').nth(1).unwrap().to_owned();
+    assert_ne!(fresh_trace, TRACE);
+    collector.trace(&fresh_trace, 3).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(_, s)| !hex(&s.trace_id).starts_with("aaaa")),
+        "the unsampled request was recorded"
+    );
+    let om = get_with(
+        control.admin_addr().unwrap(),
+        "/metrics",
+        &[("accept", "application/openmetrics-text")],
+    )
+    .await
+    .text();
+    assert!(om.contains(&format!("trace_id=\"{fresh_trace}\"")), "{om}");
+    assert!(om.contains("turnpike_trace_spans_exported_total"));
+    control.shutdown();
+    // The exporter is one per process: the next cases run after this one.
+    grpc_export_reaches_a_grpc_collector().await;
+    a_collector_that_is_down_costs_no_request().await;
+}
+
+/// The same over OTLP/gRPC, to the Python `opentelemetry-proto` + `grpcio` collector.
+async fn grpc_export_reaches_a_grpc_collector() {
+    if !python_has(&[
+        "grpc",
+        "opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc",
+    ]) {
+        return;
+    }
+    use std::io::BufRead;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/py/otlp_grpc_collector.py"
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port: u16 = lines.next().unwrap().unwrap().trim().parse().unwrap();
+    let backend = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    let yaml = config(SocketAddr::from(([127, 0, 0, 1], port)), backend.port()).replace(
+        "    headers: { x-collector-key: k }\n",
+        "    protocol: grpc\n    headers: { x-collector-key: k }\n",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    get_with(
+        t,
+        "/g",
+        &[("traceparent", &format!("00-{TRACE}-{PARENT}-01"))],
+    )
+    .await;
+    let spans = tokio::task::spawn_blocking(move || {
+        let mut got = Vec::new();
+        for line in lines.by_ref() {
+            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let server = v["kind"] == 2;
+            got.push(v);
+            if server {
+                break;
+            }
+        }
+        got
+    })
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        spans
+            .iter()
+            .all(|s| s["trace_id"] == TRACE && s["service"] == "edge"),
+        "{spans:?}"
+    );
+    let server = spans.iter().find(|s| s["kind"] == 2);
+    assert_eq!(
+        server.map(|s| s["parent"].clone()),
+        Some(PARENT.into()),
+        "{spans:?}"
+    );
+    control.shutdown();
+}
+
+async fn a_collector_that_is_down_costs_no_request() {
+    let backend = Backend::start().await;
+    let dead = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(&file, config(dead, backend.port())).unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    let start = Instant::now();
+    for i in 0..200 {
+        assert_eq!(get(t, &format!("/r/{i}")).await.status, 200);
+    }
+    assert!(start.elapsed() < Duration::from_secs(20));
+    // The spans that could not be sent are counted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = get(control.admin_addr().unwrap(), "/metrics").await.text();
+        let dropped: f64 = text
+            .lines()
+            .find(|l| l.starts_with("turnpike_trace_spans_dropped_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if dropped > 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no dropped spans counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    control.shutdown();
+}
+
+#[test]
+fn tracing_settings_are_checked_at_load() {
+    for (bad, says) in [
+        ("{ endpoint: \"https://c:4318\" }", "TLS to the collector"),
+        ("{ endpoint: \"ftp://c\" }", "http:// URL"),
+        (
+            "{ endpoint: \"http://c:4318\", protocol: thrift }",
+            "not a protocol",
+        ),
+        (
+            "{ endpoint: \"http://c:4318\", sampling: { ratio: 150% } }",
+            "between 0 and 1",
+        ),
+        (
+            "{ endpoint: \"http://c:4318\", sampling: { ratio: lots } }",
+            "not a share",
+        ),
+        (
+            "{ endpoint: \"http://c:4318\", queueSize: 0 }",
+            "at least 1",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.yaml");
+        std::fs::write(&f, format!("telemetry:\n  tracing: {bad}\n")).unwrap();
+        let err = turnpike::load_and_compile(&[f])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(err.contains("t.yaml:2:"), "{err}");
+    }
+}
