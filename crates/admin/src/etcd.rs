@@ -18,11 +18,21 @@ use etcd_client::{
 };
 use turnpike_compile::admin::EtcdSettings;
 
-use crate::manager::Manager;
 use crate::store::{valid_name, Kind};
 
 /// The documents of etcd: kind and name → text.
 pub type Documents = BTreeMap<(Kind, String), String>;
+
+/// What applies etcd's documents to the running gateway (the configuration manager).
+pub trait Apply: Send + Sync {
+    /// Makes the running configuration hold `docs`; returns the documents left out, with
+    /// their errors.
+    fn apply_documents(
+        &self,
+        docs: &Documents,
+        trigger: &str,
+    ) -> Vec<((Kind, String), Vec<String>)>;
+}
 
 /// Why an etcd operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +105,7 @@ impl Etcd {
     /// Connects and starts watching; the documents found are applied through `manager`. Waits
     /// up to twice the etcd timeout for the first listing, so that a reachable etcd's
     /// configuration is the one served from the start.
-    pub fn start(settings: EtcdSettings, manager: Weak<Manager>) -> std::io::Result<Arc<Etcd>> {
+    pub fn start(settings: EtcdSettings, manager: Weak<dyn Apply>) -> std::io::Result<Arc<Etcd>> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -246,7 +256,7 @@ fn document_of(prefix: &str, key: &str) -> Option<(Kind, String)> {
 async fn run(
     settings: EtcdSettings,
     shared: Arc<Shared>,
-    manager: Weak<Manager>,
+    manager: Weak<dyn Apply>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     first: std::sync::mpsc::Sender<()>,
 ) {
@@ -298,7 +308,7 @@ async fn run(
 async fn session(
     settings: &EtcdSettings,
     shared: &Arc<Shared>,
-    manager: &Weak<Manager>,
+    manager: &Weak<dyn Apply>,
     prefix: &str,
     docs: &mut Documents,
     revision: &mut i64,
@@ -409,7 +419,7 @@ async fn session(
 /// Applies etcd's documents through the manager and records the outcome.
 fn apply(
     shared: &Arc<Shared>,
-    manager: &Weak<Manager>,
+    manager: &Weak<dyn Apply>,
     settings: &EtcdSettings,
     docs: &Documents,
     revision: i64,

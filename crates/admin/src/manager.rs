@@ -206,7 +206,7 @@ impl Manager {
     /// Makes the store folder hold `docs` (etcd's documents) and applies them. A document that
     /// does not compile with the rest is left out (its last good version, if any, stays) and
     /// returned with its errors; the others are applied.
-    pub fn apply_documents(&self, docs: &Documents, trigger: &str) -> RejectedDocs {
+    pub fn apply_etcd_documents(&self, docs: &Documents, trigger: &str) -> RejectedDocs {
         let Some(store) = &self.store else {
             return Vec::new();
         };
@@ -868,6 +868,12 @@ fn shifted(mut e: DocError, offset: u32) -> DocError {
         e.line += offset;
     }
     e
+}
+
+impl crate::etcd::Apply for Manager {
+    fn apply_documents(&self, docs: &Documents, trigger: &str) -> RejectedDocs {
+        self.apply_etcd_documents(docs, trigger)
+    }
 }
 
 fn check_name(name: &str) -> Result<(), ChangeError> {

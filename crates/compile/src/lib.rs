@@ -4,6 +4,7 @@
 //! SOAP APIs and their fault format. Every error is reported with its file, line, column and
 //! key, all of them at once.
 
+mod access_log;
 pub mod admin;
 mod api;
 mod flow;
@@ -72,6 +73,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut errors = ConfigErrors::default();
     let mut settings = settings(&set.gateway);
     telemetry::apply(set, &mut settings, &mut errors);
+    access_log::apply(set, &mut settings, &mut errors);
     // Counters have one block per worker: the number is known before any is made.
     turnpike_telemetry::stats::set_workers(settings.threads);
     if let Some(origin) = &set.gateway_origin {

@@ -17,7 +17,8 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         threads: g
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        access_log: g.access_log.is_none_or(|f| f.0),
+        // Set from `accessLog` by the compiler (it resolves file paths).
+        access_log: None,
         // Set from the `telemetry:` document by the compiler.
         metrics: true,
         tracing: None,

@@ -379,7 +379,7 @@ impl Loader<'_> {
                         ),
                     ));
                 } else {
-                    self.set.gateway = g;
+                    self.set.gateway = *g;
                     self.set.gateway_origin = Some(origin);
                 }
             }
@@ -544,7 +544,10 @@ mod tests {
             &env,
         )
         .unwrap();
-        assert!(!set.gateway.access_log.unwrap().0);
+        assert!(matches!(
+            set.gateway.access_log,
+            Some(crate::model::AccessLog::Flag(crate::units::Flag(false)))
+        ));
         assert!(set.apis[0].value.path.as_ref().unwrap().is_reg_exp.0);
     }
 }

@@ -340,10 +340,14 @@ impl Gateway {
     }
 }
 
-/// Starts, changes or stops the trace exporter as the configuration says.
+/// Starts, changes or stops the trace exporter, and opens the access log file, as the
+/// configuration says.
 fn configure_traces(snap: &Snapshot) {
     if let Err(e) = turnpike_telemetry::trace::configure(snap.settings.trace_export.clone()) {
         tracing::error!("{e}");
+    }
+    if let Err(e) = crate::access_log::set_output(snap.settings.access_log.as_deref()) {
+        tracing::error!("cannot open the access log: {e}");
     }
 }
 

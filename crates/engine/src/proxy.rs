@@ -169,7 +169,7 @@ pub async fn serve(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let settings = &snap.settings;
-    let log = RequestLog::start(settings.access_log, ctx.conn.peer, &req);
+    let log = RequestLog::start(settings.access_log.as_ref(), ctx.conn.peer, &req);
     let mut trace: Traced = settings.tracing.as_ref().and_then(|s| {
         turnpike_telemetry::trace::Trace::begin(
             req.headers().get("traceparent").map(HeaderValue::as_bytes),
@@ -1117,25 +1117,51 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// What the access log needs of a request, taken when it arrives (only when logging is on).
 struct RequestLog {
-    entry: Option<(Instant, SocketAddr, http::Method, http::Uri)>,
+    entry: Option<LogEntry>,
+}
+
+/// What the access log needs of a request, taken when it arrives.
+struct LogEntry {
+    settings: Arc<turnpike_snapshot::AccessLogSettings>,
+    start: Instant,
+    client: SocketAddr,
+    method: http::Method,
+    uri: http::Uri,
+    version: Version,
+    user_agent: Option<HeaderValue>,
+    referer: Option<HeaderValue>,
 }
 
 impl RequestLog {
-    fn start(enabled: bool, peer: SocketAddr, req: &Request<Incoming>) -> Self {
+    fn start(
+        settings: Option<&Arc<turnpike_snapshot::AccessLogSettings>>,
+        peer: SocketAddr,
+        req: &Request<Incoming>,
+    ) -> Self {
         RequestLog {
-            entry: enabled.then(|| {
-                (
-                    Instant::now(),
-                    peer,
-                    req.method().clone(),
-                    req.uri().clone(),
-                )
+            entry: settings.map(|s| {
+                use turnpike_snapshot::{LogField, LogFormat};
+                let wants = |f: LogField| s.format == LogFormat::Combined || s.fields.contains(&f);
+                LogEntry {
+                    settings: Arc::clone(s),
+                    start: Instant::now(),
+                    client: peer,
+                    method: req.method().clone(),
+                    uri: req.uri().clone(),
+                    version: req.version(),
+                    user_agent: wants(LogField::UserAgent)
+                        .then(|| req.headers().get(header::USER_AGENT).cloned())
+                        .flatten(),
+                    referer: wants(LogField::Referer)
+                        .then(|| req.headers().get(header::REFERER).cloned())
+                        .flatten(),
+                }
             }),
         }
     }
 
-    /// Finish: writes the access log line (when on) and returns the response to send, in the
-    /// client's protocol version whatever the backend spoke.
+    /// Finish: writes the access log line (when on, and sampled) and returns the response to
+    /// send, in the client's protocol version whatever the backend spoke.
     fn finish(
         self,
         mut response: Response<Body>,
@@ -1145,20 +1171,34 @@ impl RequestLog {
         if response.version() != version {
             *response.version_mut() = version;
         }
-        if let Some((start, client, method, uri)) = &self.entry {
-            access_log::write(&AccessRecord {
-                client: *client,
-                method,
-                uri: uri.path_and_query().map_or("/", |p| p.as_str()),
-                api: served.api.as_deref().map(|a| &*a.name),
-                status: response.status(),
-                elapsed: start.elapsed(),
-                upstream_status: served.upstream_status,
-                error: served.error,
-                consumer: served.consumer.as_deref(),
-                request_id: served.request_id.to_str().unwrap_or(""),
-                upstream: served.upstream_node.as_deref(),
-            });
+        if let Some(e) = &self.entry {
+            if access_log::sampled(&e.settings, response.status()) {
+                let bytes = response
+                    .headers()
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok());
+                access_log::write(
+                    &AccessRecord {
+                        client: e.client,
+                        method: &e.method,
+                        uri: e.uri.path_and_query().map_or("/", |p| p.as_str()),
+                        version: e.version,
+                        api: served.api.as_deref().map(|a| &*a.name),
+                        status: response.status(),
+                        bytes,
+                        elapsed: e.start.elapsed(),
+                        upstream_status: served.upstream_status,
+                        error: served.error,
+                        consumer: served.consumer.as_deref(),
+                        request_id: served.request_id.to_str().unwrap_or(""),
+                        upstream: served.upstream_node.as_deref(),
+                        user_agent: e.user_agent.as_ref().and_then(|v| v.to_str().ok()),
+                        referer: e.referer.as_ref().and_then(|v| v.to_str().ok()),
+                    },
+                    &e.settings,
+                );
+            }
         }
         response
     }

@@ -5,7 +5,7 @@
 
 mod api;
 pub mod health;
-mod settings;
+pub mod settings;
 mod target;
 pub mod upstream;
 
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use turnpike_core::Router;
 
 pub use api::Api;
+pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, Settings};
 pub use target::{Node, NodeParts, Transport};
 pub use upstream::{Target, Upstream};

@@ -1,5 +1,6 @@
 //! Process-level settings, with defaults applied when the configuration is compiled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// HTTP/2 limits, with defaults applied.
@@ -20,8 +21,8 @@ pub struct Http2Limits {
 pub struct Settings {
     /// Worker threads.
     pub threads: usize,
-    /// One JSON line per request on stdout.
-    pub access_log: bool,
+    /// The access log (none when off).
+    pub access_log: Option<Arc<AccessLogSettings>>,
     /// Count requests, tries, rejections and connections for `/metrics`.
     pub metrics: bool,
     /// Which requests are traced (none when tracing is off).
@@ -58,4 +59,119 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// HTTP/2 limits.
     pub http2: Http2Limits,
+}
+
+/// How the access log is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogSettings {
+    /// The line format.
+    pub format: LogFormat,
+    /// With [`LogFormat::Json`]: the fields, in order.
+    pub fields: Vec<LogField>,
+    /// Where lines go.
+    pub output: LogOutput,
+    /// Errors (status ≥ 400) are logged when a 53-bit random number is below this.
+    pub errors_threshold: u64,
+    /// Other requests are logged when a 53-bit random number is below this.
+    pub successes_threshold: u64,
+}
+
+/// Every request: the threshold of a share of 100%.
+pub const ALL: u64 = 1 << 53;
+
+/// The format of access log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// NCSA common log format.
+    Common,
+    /// Common, with referer and user agent.
+    Combined,
+}
+
+/// A field of JSON access log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogField {
+    /// Seconds since the epoch.
+    Ts,
+    /// Client IP.
+    Client,
+    /// Request method.
+    Method,
+    /// Path and query as received.
+    Uri,
+    /// Status sent.
+    Status,
+    /// Milliseconds to the response head.
+    DurationMs,
+    /// The API's name.
+    Api,
+    /// The backend's status.
+    UpstreamStatus,
+    /// The node that answered.
+    Upstream,
+    /// The consumer.
+    Consumer,
+    /// The gateway's own error, if any.
+    Error,
+    /// The request id.
+    RequestId,
+    /// The `User-Agent` header.
+    UserAgent,
+    /// The `Referer` header.
+    Referer,
+    /// The request's HTTP version.
+    Protocol,
+}
+
+impl LogField {
+    /// Every field with its name, in the default order.
+    pub const ALL: [(&'static str, LogField); 15] = [
+        ("ts", LogField::Ts),
+        ("client", LogField::Client),
+        ("method", LogField::Method),
+        ("uri", LogField::Uri),
+        ("status", LogField::Status),
+        ("durationMs", LogField::DurationMs),
+        ("api", LogField::Api),
+        ("upstreamStatus", LogField::UpstreamStatus),
+        ("upstream", LogField::Upstream),
+        ("consumer", LogField::Consumer),
+        ("error", LogField::Error),
+        ("requestId", LogField::RequestId),
+        ("userAgent", LogField::UserAgent),
+        ("referer", LogField::Referer),
+        ("protocol", LogField::Protocol),
+    ];
+
+    /// The field's name.
+    pub fn name(self) -> &'static str {
+        LogField::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("", |(n, _)| n)
+    }
+}
+
+/// Where access log lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output.
+    Stdout,
+    /// A file, appended to.
+    File(std::path::PathBuf),
+}
+
+impl AccessLogSettings {
+    /// JSON lines with the fields that were always written, on standard output, every request.
+    pub fn default_json() -> AccessLogSettings {
+        AccessLogSettings {
+            format: LogFormat::Json,
+            fields: LogField::ALL[..12].iter().map(|(_, f)| *f).collect(),
+            output: LogOutput::Stdout,
+            errors_threshold: ALL,
+            successes_threshold: ALL,
+        }
+    }
 }

@@ -122,8 +122,9 @@ thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0) };
 }
 
-/// A fast per-thread random number (xorshift64*, seeded from the OS).
-fn random() -> u64 {
+/// A fast per-thread random number (xorshift64*, seeded from the OS): for sampling and ids,
+/// not for secrets.
+pub fn random() -> u64 {
     RNG.with(|r| {
         let mut x = r.get();
         if x == 0 {

@@ -68,7 +68,8 @@ impl Control {
             .and_then(|s| s.store.as_ref())
             .and_then(|s| s.etcd.clone())
         {
-            let link = turnpike_admin::etcd::Etcd::start(etcd, Arc::downgrade(&manager))
+            let apply: Arc<dyn turnpike_admin::etcd::Apply> = manager.clone();
+            let link = turnpike_admin::etcd::Etcd::start(etcd, Arc::downgrade(&apply))
                 .map_err(|e| anyhow::anyhow!("cannot start the etcd watch: {e}"))?;
             manager.attach_etcd(link);
         }

@@ -132,6 +132,7 @@ struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     usr2: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
 }
 
 /// Why the control loop ended.
@@ -158,6 +159,7 @@ fn run(config: Vec<PathBuf>, watch: bool, pid_file: Option<PathBuf>) -> anyhow::
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
             usr2: signal(SignalKind::user_defined2())?,
+            usr1: signal(SignalKind::user_defined1())?,
         }
     };
     let handover = turnpike::upgrade::inherit()?;
@@ -279,7 +281,8 @@ fn upgrade(pid_file: &Path, timeout: Duration) -> anyhow::Result<i32> {
     }
 }
 
-/// Waits for signals (SIGHUP reloads; SIGUSR2 upgrades; SIGTERM and SIGINT stop) and, with
+/// Waits for signals (SIGHUP reloads; SIGUSR1 reopens the access log; SIGUSR2 upgrades;
+/// SIGTERM and SIGINT stop) and, with
 /// `--watch`, for changed configuration files. Returns why the gateway should stop.
 async fn control_loop(
     control: &turnpike::Control,
@@ -294,6 +297,7 @@ async fn control_loop(
         mut term,
         mut int,
         mut usr2,
+        mut usr1,
     } = signals;
     let manager = &control.manager;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -321,6 +325,13 @@ async fn control_loop(
                             let _ = std::fs::write(outcome_file(p), format!("{e:#}\n"));
                         }
                     }
+                }
+            }
+            _ = usr1.recv() => {
+                // logrotate moved the access log file away: write to a new one.
+                match turnpike_engine::access_log::reopen() {
+                    Ok(()) => tracing::info!("SIGUSR1: access log reopened"),
+                    Err(e) => tracing::error!("SIGUSR1: cannot reopen the access log: {e}"),
                 }
             }
             _ = term.recv() => return Exit::Stop,

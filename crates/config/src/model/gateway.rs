@@ -12,9 +12,10 @@ pub struct GatewaySettings {
     /// Worker threads of the data plane (default: the number of cores).
     #[serde(default)]
     pub threads: Option<usize>,
-    /// Write one JSON line per request to standard output (default true).
+    /// The access log: `true` (default: one JSON line per request on standard output),
+    /// `false`, or its settings.
     #[serde(default)]
-    pub access_log: Option<Flag>,
+    pub access_log: Option<AccessLog>,
     /// Size limits.
     #[serde(default)]
     pub limits: Option<Limits>,
@@ -28,6 +29,50 @@ pub struct GatewaySettings {
     /// records.
     #[serde(default)]
     pub request_id: Option<RequestIdSettings>,
+}
+
+/// `accessLog`: on, off, or how.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AccessLog {
+    /// On (JSON lines on standard output) or off.
+    Flag(Flag),
+    /// Format, fields, output and sampling.
+    Settings(AccessLogSettings),
+}
+
+/// How the access log is written.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AccessLogSettings {
+    /// `json` (default: one object per line), `common` (Apache/NCSA common log format) or
+    /// `combined` (common, with referer and user agent).
+    #[serde(default)]
+    pub format: Option<String>,
+    /// With `json`: the fields written, in this order (default all): `ts`, `client`,
+    /// `method`, `uri`, `status`, `durationMs`, `api`, `upstreamStatus`, `upstream`,
+    /// `consumer`, `error`, `requestId`, `userAgent`, `referer`, `protocol`.
+    #[serde(default)]
+    pub fields: Option<Vec<String>>,
+    /// `stdout` (default), `off`, or a file path (relative to this file), appended to and
+    /// reopened on SIGUSR1 (after `logrotate` moved it).
+    #[serde(default)]
+    pub output: Option<String>,
+    /// Which requests are logged.
+    #[serde(default)]
+    pub sample: Option<LogSample>,
+}
+
+/// Which requests are logged: a share of the errors (status ≥ 400) and of the others.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LogSample {
+    /// The share of errors logged (default `100%`).
+    #[serde(default)]
+    pub errors: Option<super::Ratio>,
+    /// The share of successes logged (default `100%`).
+    #[serde(default)]
+    pub successes: Option<super::Ratio>,
 }
 
 /// The request id of every exchange.

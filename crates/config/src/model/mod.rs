@@ -44,7 +44,7 @@ pub enum Document {
     /// Further files or folders to load, relative to this file.
     Include(Vec<String>),
     /// Process-level settings (threads, access log, limits, timeouts).
-    Gateway(GatewaySettings),
+    Gateway(Box<GatewaySettings>),
     /// A consumer: credentials, groups and its own policies.
     Consumer(ConsumerConfig),
     /// A SOAP API whose path and target come from a WSDL, which it also publishes at `?wsdl`.
