@@ -5,8 +5,10 @@
 //! The admin API runs on its own thread with its own single-threaded runtime, so that nothing
 //! it does (compiling a configuration, talking to etcd) touches a data-plane worker.
 
+mod console;
 pub mod document;
 pub mod etcd;
+mod live;
 pub mod manager;
 mod routes;
 pub mod store;
@@ -27,6 +29,7 @@ pub use routes::OPENAPI;
 pub struct Admin {
     manager: Arc<Manager>,
     token: Option<String>,
+    live: live::Live,
     /// Set when the gateway stops: `/readyz` answers 503.
     pub draining: AtomicBool,
 }
@@ -37,24 +40,42 @@ impl Admin {
         Admin {
             manager,
             token,
+            live: live::Live::default(),
             draining: AtomicBool::new(false),
         }
     }
 
-    /// Whether a request carries the token (always, when none is configured). The comparison
-    /// takes the same time wherever the tokens differ.
-    fn authorized(&self, headers: &HeaderMap) -> bool {
+    /// Whether a request carries the token (always, when none is configured): as a bearer
+    /// token, or, for reading (GET and HEAD, as the console does), in the `turnpike_admin`
+    /// cookie the console's login page sets. The comparison takes the same time wherever the
+    /// tokens differ.
+    fn authorized(&self, method: &http::Method, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else {
             return true;
         };
-        let Some(sent) = headers
+        let bearer = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-        else {
-            return false;
+            .map(|v| v.trim().to_owned());
+        let reading = method == http::Method::GET || method == http::Method::HEAD;
+        let cookie = || {
+            headers
+                .get_all(http::header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(';'))
+                .find_map(|c| c.trim().strip_prefix("turnpike_admin="))
+                .map(|v| {
+                    percent_encoding::percent_decode_str(v)
+                        .decode_utf8_lossy()
+                        .into_owned()
+                })
         };
-        constant_time_eq(sent.trim().as_bytes(), token.as_bytes())
+        match bearer.or_else(|| if reading { cookie() } else { None }) {
+            Some(sent) => constant_time_eq(sent.as_bytes(), token.as_bytes()),
+            None => false,
+        }
     }
 
     fn store_kind(&self) -> &'static str {

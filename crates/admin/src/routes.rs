@@ -50,7 +50,16 @@ where
         }
         _ => {}
     }
-    if !admin.authorized(&parts.headers) {
+    if path.starts_with("/console/") && parts.method == Method::GET {
+        // The console's script and style sheet: nothing secret, and the login page uses them.
+        if let Some(a) = crate::console::asset(&path) {
+            return a;
+        }
+    }
+    if !admin.authorized(&parts.method, &parts.headers) {
+        if path == "/console" || path == "/console/" {
+            return crate::console::login();
+        }
         return problem(
             Problem::new(&types::UNAUTHORIZED)
                 .with_detail("send the admin token as `Authorization: Bearer <token>`")
@@ -76,6 +85,12 @@ where
         ["metrics"] => only(&parts.method, &[Method::GET], || {
             metrics(&admin, &parts.headers)
         }),
+        ["console"] => only(&parts.method, &[Method::GET], crate::console::page),
+        ["admin", "v1", "stats"] => only(&parts.method, &[Method::GET], || stats(&admin)),
+        ["admin", "v1", "exchanges"] => only(&parts.method, &[Method::GET], || {
+            exchanges(parts.uri.query().unwrap_or(""))
+        }),
+        ["admin", "v1", "exchanges", id] => only(&parts.method, &[Method::GET], || exchange(id)),
         ["admin", "v1", "openapi.json"] => only(&parts.method, &[Method::GET], || {
             let mut r = Response::new(Full::new(Bytes::from_static(OPENAPI.as_bytes())));
             r.headers_mut().insert(
@@ -294,6 +309,103 @@ fn status(admin: &Admin) -> Answer {
         body["fleet"] = extra;
     }
     json_answer(StatusCode::OK, &body)
+}
+
+/// The console's live figures: revision, last reload, per-API rates and latency, node health.
+fn stats(admin: &Admin) -> Answer {
+    let (revision, last) = admin.manager.revision();
+    let snap = admin.manager.gateway().snapshot();
+    let now = turnpike_snapshot::upstream::now_ms();
+    let upstreams: Vec<Value> = snap
+        .upstreams
+        .iter()
+        .map(|u| {
+            let nodes: Vec<Value> = u
+                .nodes
+                .iter()
+                .map(|n| json!({"node": &*n.label, "healthy": n.state.usable(now)}))
+                .collect();
+            json!({"name": &*u.name, "nodes": nodes})
+        })
+        .collect();
+    json_answer(
+        StatusCode::OK,
+        &json!({
+            "revision": revision,
+            "uptimeSeconds": admin.manager.uptime().as_secs(),
+            "lastReload": last,
+            "apis": admin.live.apis(),
+            "upstreams": upstreams,
+        }),
+    )
+}
+
+fn summary(r: &turnpike_engine::exchanges::Record) -> Value {
+    json!({
+        "id": r.id,
+        "time": r.time_ms,
+        "api": r.api.as_deref(),
+        "method": r.method,
+        "uri": r.uri,
+        "status": r.status,
+        "durationMs": r.duration_us as f64 / 1000.0,
+        "node": r.node.as_deref(),
+        "client": r.client.to_string(),
+    })
+}
+
+/// `?api=NAME&status=4xx|404&limit=N`: the recent exchanges, newest first.
+fn exchanges(query: &str) -> Answer {
+    let mut api = None;
+    let mut status = None;
+    let mut limit = 100usize;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_decode(v);
+        match k {
+            "api" if !v.is_empty() => api = Some(v),
+            "status" if !v.is_empty() => status = Some(v),
+            "limit" => limit = v.parse().unwrap_or(100).clamp(1, 100_000),
+            _ => {}
+        }
+    }
+    let status_ok = |s: u16| match status.as_deref() {
+        None => true,
+        Some(f) if f.len() == 3 && f.ends_with("xx") => {
+            u16::from(f.as_bytes()[0].wrapping_sub(b'0')) == s / 100
+        }
+        Some(f) => f.parse::<u16>().is_ok_and(|code| code == s),
+    };
+    let items: Vec<Value> = turnpike_engine::exchanges::recent(limit, |r| {
+        api.as_deref().is_none_or(|a| r.api.as_deref() == Some(a)) && status_ok(r.status)
+    })
+    .iter()
+    .map(|r| summary(r))
+    .collect();
+    json_answer(
+        StatusCode::OK,
+        &json!({"count": items.len(), "items": items}),
+    )
+}
+
+/// One exchange with its headers and the start of its bodies.
+fn exchange(id: &str) -> Answer {
+    let Some(r) = turnpike_engine::exchanges::find(&percent_decode(id)) else {
+        return problem(
+            Problem::no_route().with_detail("no such exchange (it may have left the store)"),
+        );
+    };
+    let (req_body, req_cut) = r.request_body.get();
+    let (res_body, res_cut) = r.response_body.get();
+    let mut v = summary(&r);
+    v["requestHeaders"] = json!(r.request_headers);
+    v["responseHeaders"] = json!(r.response_headers);
+    v["requestBody"] = json!(String::from_utf8_lossy(&req_body));
+    v["requestBodyTruncated"] = json!(req_cut);
+    v["responseBody"] = json!(String::from_utf8_lossy(&res_body));
+    v["responseBodyTruncated"] = json!(res_cut);
+    v["error"] = json!(r.error);
+    json_answer(StatusCode::OK, &v)
 }
 
 /// Prometheus metrics (OpenMetrics when the `Accept` header asks for it).

@@ -23,6 +23,7 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         metrics: true,
         tracing: None,
         trace_export: None,
+        exchange_store: None,
         max_header_size: limits.max_header_size.map_or(64 << 10, |s| s.0 as usize),
         max_headers: limits.max_headers.unwrap_or(100),
         max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),

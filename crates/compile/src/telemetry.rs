@@ -18,6 +18,17 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
         .as_ref()
         .and_then(|m| m.enabled)
         .is_none_or(|f| f.0);
+    if let Some(store) = &t.value.exchange_store {
+        let size = store.size.unwrap_or(1000);
+        let body = store.body_bytes.map_or(4096, |b| b.0 as usize);
+        if size > 100_000 {
+            errors.push(t.error("exchangeStore.size", "at most 100000 exchanges"));
+        } else if body > 1 << 20 {
+            errors.push(t.error("exchangeStore.bodyBytes", "at most 1MB of each body"));
+        } else if size > 0 {
+            settings.exchange_store = Some((size, body));
+        }
+    }
     let Some(tr) = &t.value.tracing else {
         return;
     };

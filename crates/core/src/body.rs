@@ -198,3 +198,99 @@ mod tests {
         assert!(http_body::Body::is_end_stream(&Body::full("")));
     }
 }
+
+/// The first bytes of a body, kept as the body streams past (for the store of recent
+/// exchanges). Cloning shares the same capture.
+#[derive(Clone, Default)]
+pub struct Capture(std::sync::Arc<std::sync::Mutex<Captured>>);
+
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Capture")
+    }
+}
+
+impl Capture {
+    /// A capture of at most `limit` bytes.
+    pub fn new(limit: usize) -> Capture {
+        Capture(std::sync::Arc::new(std::sync::Mutex::new(Captured {
+            bytes: Vec::new(),
+            limit,
+            truncated: false,
+        })))
+    }
+
+    fn record(&self, chunk: &[u8]) {
+        let mut c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let room = c.limit.saturating_sub(c.bytes.len());
+        if chunk.len() > room {
+            c.truncated = true;
+        }
+        let take = chunk.len().min(room);
+        c.bytes.extend_from_slice(&chunk[..take]);
+    }
+
+    /// The bytes kept so far, and whether the body was longer.
+    pub fn get(&self) -> (Vec<u8>, bool) {
+        let c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        (c.bytes.clone(), c.truncated)
+    }
+}
+
+/// A body that records its first bytes in a [`Capture`] as it streams.
+struct Tee {
+    inner: Body,
+    capture: Capture,
+}
+
+impl http_body::Body for Tee {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                this.capture.record(data);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Body {
+    /// This body, recording its first bytes in `capture` as it is read (a body in memory is
+    /// recorded at once and stays as it is).
+    pub fn tee(self, capture: &Capture) -> Body {
+        match self {
+            Body::Empty | Body::Full(None) => self,
+            Body::Full(Some(b)) => {
+                capture.record(&b);
+                Body::Full(Some(b))
+            }
+            other => Body::Stream(BoxStream(Box::pin(Tee {
+                inner: other,
+                capture: capture.clone(),
+            }))),
+        }
+    }
+}

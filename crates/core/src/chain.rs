@@ -75,6 +75,8 @@ pub struct Chain {
     response_needs_request: bool,
     /// Indexes of the request steps that inspect the body while it is read.
     inspecting: Vec<usize>,
+    /// The request fields the chain's policies read secrets from.
+    secrets: crate::policy::SecretFields,
 }
 
 impl Chain {
@@ -93,6 +95,12 @@ impl Chain {
             .max()
             .unwrap_or_default();
         let has_response_steps = steps.iter().any(|s| s.response);
+        let mut secrets = crate::policy::SecretFields::default();
+        for s in &steps {
+            let f = s.policy.secret_fields();
+            secrets.headers.extend(f.headers);
+            secrets.query.extend(f.query);
+        }
         let response_needs_request = steps
             .iter()
             .any(|s| s.response && s.policy.response_needs_request());
@@ -113,6 +121,7 @@ impl Chain {
             has_response_steps,
             response_needs_request,
             inspecting,
+            secrets,
         }
     }
 
@@ -122,6 +131,11 @@ impl Chain {
             .iter()
             .filter_map(|&i| self.steps.get(i).and_then(|s| s.policy.body_inspector()))
             .collect()
+    }
+
+    /// The request headers and query parameters the chain's policies read secrets from.
+    pub fn secret_fields(&self) -> &crate::policy::SecretFields {
+        &self.secrets
     }
 
     /// The name of the policy of step `at` (`gateway` past the last step).

@@ -110,6 +110,15 @@ impl std::fmt::Debug for Wait {
     }
 }
 
+/// Request fields that carry secrets (see [`Policy::secret_fields`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretFields {
+    /// Header names (lower case).
+    pub headers: Vec<http::HeaderName>,
+    /// Query parameter names.
+    pub query: Vec<String>,
+}
+
 /// How much of the request body a policy needs before its request phase can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum BodyNeed {
@@ -161,6 +170,13 @@ pub trait Policy: Send + Sync + 'static {
     /// sets, password files), so that `--watch` reloads when one changes. Called once per load.
     fn files(&self) -> Vec<std::path::PathBuf> {
         Vec::new()
+    }
+
+    /// The request headers and query parameters that carry secrets this policy reads (an API
+    /// key's header or parameter), which the store of recent exchanges redacts. Called once,
+    /// when the chain is compiled.
+    fn secret_fields(&self) -> SecretFields {
+        SecretFields::default()
     }
 
     /// Runs on the request before it goes to the target; may change it, answer it, reject it,

@@ -349,6 +349,9 @@ fn configure_traces(snap: &Snapshot) {
     if let Err(e) = crate::access_log::set_output(snap.settings.access_log.as_deref()) {
         tracing::error!("cannot open the access log: {e}");
     }
+    if snap.settings.exchange_store.is_none() {
+        crate::exchanges::clear();
+    }
 }
 
 fn duplicates(sockets: &[std::net::TcpListener]) -> std::io::Result<Vec<std::net::TcpListener>> {

@@ -12,6 +12,7 @@ pub mod access_log;
 pub mod balance;
 pub mod conn;
 pub mod deadline;
+pub mod exchanges;
 pub mod exec;
 pub mod gateway;
 pub mod headers;

@@ -190,6 +190,20 @@ pub async fn serve(
                 .to_owned(),
         )
     });
+    // Kept for the console's recent exchanges: the request as it arrived.
+    let stored = settings.exchange_store.map(|(size, body)| Stored {
+        size,
+        time: std::time::SystemTime::now(),
+        started: Instant::now(),
+        method: req.method().to_string(),
+        pq: req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()),
+        headers: req.headers().clone(),
+        request_body: turnpike_core::body::Capture::new(body),
+        response_body: turnpike_core::body::Capture::new(body),
+    });
     // Counted for `/metrics`: method, status and time to the response head.
     let counted = settings.metrics.then(|| {
         (
@@ -224,6 +238,9 @@ pub async fn serve(
         let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
         if trace.is_some() {
             ex.step_times = Some(Vec::new());
+        }
+        if let Some(s) = &stored {
+            ex.request_body = std::mem::take(&mut ex.request_body).tee(&s.request_body);
         }
         if let Some(subject) = &ctx.conn.client_cert {
             ex.extensions.insert(ClientCertificate {
@@ -341,7 +358,60 @@ pub async fn serve(
     if let (Some(t), Some((method, path, host))) = (trace, traced_head) {
         finish_trace(t, &served, ctx.conn, method, path, host, response.status());
     }
+    if let Some(s) = stored {
+        response = s.record(response, &served, ctx.conn);
+    }
     log.finish(response, &served, version)
+}
+
+/// What the store of recent exchanges keeps of a request while it is served.
+struct Stored {
+    size: usize,
+    time: std::time::SystemTime,
+    started: Instant,
+    method: String,
+    pq: String,
+    headers: http::HeaderMap,
+    request_body: turnpike_core::body::Capture,
+    response_body: turnpike_core::body::Capture,
+}
+
+impl Stored {
+    /// Records the exchange (secrets redacted) and returns the response, whose body now also
+    /// fills the record's capture as it streams.
+    fn record(self, response: Response<Body>, served: &Served, conn: &ConnInfo) -> Response<Body> {
+        use crate::exchanges::{self, Record};
+        let none = turnpike_core::policy::SecretFields::default();
+        let secrets = served
+            .api
+            .as_ref()
+            .map_or(&none, |a| a.chain.secret_fields());
+        let (parts, body) = response.into_parts();
+        let body = body.tee(&self.response_body);
+        exchanges::push(
+            self.size,
+            Record {
+                id: served.request_id.to_str().unwrap_or("").to_owned(),
+                time_ms: self
+                    .time
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                api: served.api.as_ref().map(|a| Arc::clone(&a.name)),
+                method: self.method,
+                uri: exchanges::redacted_uri(&self.pq, secrets),
+                status: parts.status.as_u16(),
+                duration_us: self.started.elapsed().as_micros() as u64,
+                node: served.upstream_node.clone(),
+                client: conn.peer.ip(),
+                request_headers: exchanges::redacted_headers(&self.headers, secrets),
+                response_headers: exchanges::redacted_headers(&parts.headers, secrets),
+                request_body: self.request_body,
+                response_body: self.response_body,
+                error: served.error,
+            },
+        );
+        Response::from_parts(parts, body)
+    }
 }
 
 /// Ends a traced request's server span (HTTP semantic conventions) and hands its spans over.

@@ -29,6 +29,8 @@ pub struct Settings {
     pub tracing: Option<turnpike_telemetry::trace::Sampling>,
     /// Where spans are exported.
     pub trace_export: Option<turnpike_telemetry::trace::ExportSettings>,
+    /// The store of recent exchanges: how many, and how many bytes of each body (none: off).
+    pub exchange_store: Option<(usize, usize)>,
     /// Largest request head.
     pub max_header_size: usize,
     /// Most request headers.

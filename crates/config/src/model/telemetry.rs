@@ -15,6 +15,21 @@ pub struct TelemetryConfig {
     /// OpenTelemetry traces, exported with OTLP.
     #[serde(default)]
     pub tracing: Option<TracingConfig>,
+    /// The last exchanges, kept in memory for the web console.
+    #[serde(default)]
+    pub exchange_store: Option<ExchangeStoreConfig>,
+}
+
+/// The store of recent exchanges.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExchangeStoreConfig {
+    /// Exchanges kept (default 1000); `0` keeps none.
+    #[serde(default)]
+    pub size: Option<usize>,
+    /// The first bytes of each body kept (default 4KB).
+    #[serde(default)]
+    pub body_bytes: Option<crate::units::ByteSize>,
 }
 
 /// OpenTelemetry traces.

@@ -175,6 +175,17 @@ impl Policy for ApiKey {
         "apiKey"
     }
 
+    fn secret_fields(&self) -> turnpike_core::policy::SecretFields {
+        let mut f = turnpike_core::policy::SecretFields::default();
+        for e in &self.extractors {
+            match e {
+                Extractor::Header(h) => f.headers.push(h.clone()),
+                Extractor::Query(q) => f.query.push(q.clone()),
+            }
+        }
+        f
+    }
+
     fn response_needs_request(&self) -> bool {
         self.consumers
             .as_ref()
