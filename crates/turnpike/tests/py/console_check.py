@@ -84,8 +84,14 @@ def check(driver, base, token, screenshot, request_id, api_name, secret):
     # 2. Sign in through the form.
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "login").click()
-    wait_for(driver, "the console after signing in (#exchanges)",
-             lambda d: d.find_elements(By.ID, "exchanges") and not d.find_elements(By.ID, "token"))
+
+    def signed_in(d):
+        rejected = d.find_elements(By.CSS_SELECTOR, "#login-msg:not([hidden])")
+        if rejected:
+            raise Failure("the token was not accepted: " + rejected[0].text)
+        return d.find_elements(By.ID, "exchanges") and not d.find_elements(By.ID, "token")
+
+    wait_for(driver, "the console after signing in (#exchanges)", signed_in)
 
     # 3. The APIs table lists the API, and the filter offers it.
     wait_for(driver, f"API {api_name!r} in the APIs table",
