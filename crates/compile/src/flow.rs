@@ -34,13 +34,16 @@ pub(crate) fn compile_steps(
     if let Some(w) = parts.wsdl {
         shared.insert(Arc::clone(w));
     }
-    for g in &parts.set.globals {
+    let api_site = format!("api {}", crate::api_name(located));
+    for (n, g) in parts.set.globals.iter().enumerate() {
+        let site = format!("{api_site}|global {n}");
         let ctx = CompileContext {
             scope: parts.scope,
             in_consumer_flow: false,
             base_dir: base_dir(g),
             path_prefix: "",
             shared: &shared,
+            site: &site,
         };
         compile_flow(&g.value, g, "", Direction::Both, &ctx, &mut steps, errors);
     }
@@ -51,6 +54,7 @@ pub(crate) fn compile_steps(
         base_dir: base_dir(located),
         path_prefix: parts.path_prefix,
         shared: &shared,
+        site: &api_site,
     };
     compile_flow(
         &located.value.flow,
@@ -70,12 +74,14 @@ pub(crate) fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> C
     Consumers::compile(
         &set.consumers,
         |c, errors| {
+            let site = format!("consumer {}", c.value.name);
             let ctx = CompileContext {
                 scope: &scope,
                 in_consumer_flow: true,
                 base_dir: base_dir(c),
                 path_prefix: "",
                 shared: &none,
+                site: &site,
             };
             let mut steps = Vec::new();
             compile_flow(

@@ -99,6 +99,9 @@ pub mod types {
         /// The upstream's circuit breaker refuses more requests (`Retry-After` says when to
         /// try again).
         UPSTREAM_OVERLOADED = ("upstream-overloaded", SERVICE_UNAVAILABLE, "The upstream is overloaded", "upstream overloaded");
+        /// A rate limiter's shared store (Redis) failed or was late and its `onError` is
+        /// `deny`.
+        RATE_LIMIT_UNAVAILABLE = ("rate-limit-unavailable", SERVICE_UNAVAILABLE, "The rate limit cannot be checked", "rate limit unavailable");
         /// No response head from the backend within `timeouts.upstream`.
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.

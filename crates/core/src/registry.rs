@@ -63,6 +63,7 @@ impl Phases {
 }
 
 /// What a policy is compiled against.
+#[derive(Clone, Copy)]
 pub struct CompileContext<'a> {
     /// What templates may refer to (the route's path parameters).
     pub scope: &'a TemplateScope,
@@ -76,6 +77,10 @@ pub struct CompileContext<'a> {
     /// What the compile stage shares with the policies by type: the consumers, the WSDL of the
     /// `soapProxy` the flow belongs to.
     pub shared: &'a http::Extensions,
+    /// Where the policy stands in the configuration (`api orders|flow[2].rateLimiter`): stable
+    /// across reloads while the flow keeps its shape, so that state (rate limit counters) can
+    /// outlive a reload of an unchanged policy.
+    pub site: &'a str,
 }
 
 impl CompileContext<'static> {
@@ -90,6 +95,7 @@ impl CompileContext<'static> {
             base_dir: Path::new("."),
             path_prefix: "",
             shared: SHARED.get_or_init(http::Extensions::new),
+            site: "",
         }
     }
 }

@@ -87,7 +87,12 @@ pub fn compile_flow<T>(
             errors.push(owner.error_at_key(at, m));
             continue;
         }
-        match (kind.compile)(p.settings.clone(), ctx) {
+        let site = format!("{}|{at}", ctx.site);
+        let step_ctx = CompileContext {
+            site: &site,
+            ..*ctx
+        };
+        match (kind.compile)(p.settings.clone(), &step_ctx) {
             Ok(policy) => {
                 let (request, response) = dir.phases(kind);
                 steps.push(Step {

@@ -62,6 +62,7 @@ pub(crate) mod testutil {
             base_dir: std::path::Path::new("."),
             path_prefix: "",
             shared: NONE.get_or_init(http::Extensions::new),
+            site: "",
         }
     }
 

@@ -341,6 +341,21 @@ impl Collector for Scrape {
         )?;
         counter(
             &mut encoder,
+            "turnpike_ratelimit_store_errors",
+            "Rate limit decisions taken by onError because Redis failed or was late",
+            &[
+                (
+                    vec![("decision", "allow")],
+                    p.ratelimit_store_allowed.load(Relaxed),
+                ),
+                (
+                    vec![("decision", "deny")],
+                    p.ratelimit_store_denied.load(Relaxed),
+                ),
+            ],
+        )?;
+        counter(
+            &mut encoder,
             "turnpike_trace_spans_exported",
             "Trace spans sent to the collector",
             &[(vec![], p.spans_exported.load(Relaxed))],

@@ -474,6 +474,10 @@ pub struct Process {
     pub spans_dropped: AtomicU64,
     /// Trace spans exported.
     pub spans_exported: AtomicU64,
+    /// Requests let through because a rate limiter's Redis failed (`onError: allow`).
+    pub ratelimit_store_allowed: AtomicU64,
+    /// Requests refused because a rate limiter's Redis failed (`onError: deny`).
+    pub ratelimit_store_denied: AtomicU64,
 }
 
 /// The process-wide state.

@@ -22,6 +22,12 @@ pub fn provider() -> rustls::crypto::CryptoProvider {
     rustls::crypto::aws_lc_rs::default_provider()
 }
 
+/// Makes [`provider`] the process's default, for the libraries that build their own rustls
+/// configurations (the Redis client). Idempotent.
+pub fn install_provider() {
+    let _ = provider().install_default();
+}
+
 /// The subject of a DER certificate in RFC 4514 form (`CN=client,O=Example`), or `None`
 /// when it cannot be parsed.
 pub fn certificate_subject(der: &[u8]) -> Option<String> {

@@ -33,6 +33,7 @@ impl turnpike_engine::Compiler for ConfigCompiler {
 /// Loads the configuration at `sources` (files or folders), opens its listeners and starts
 /// the workers; [`Gateway::reload`] reads `sources` again.
 pub fn start(sources: Vec<PathBuf>) -> Result<Gateway, ApplyError> {
+    turnpike_tls::install_provider();
     Gateway::start(sources, Arc::new(ConfigCompiler))
 }
 
@@ -48,6 +49,7 @@ impl Control {
     /// Loads the configuration at `sources`, opens the document store and starts the gateway,
     /// then the admin API.
     pub fn start(sources: Vec<PathBuf>) -> anyhow::Result<Control> {
+        turnpike_tls::install_provider();
         // The `admin:` document says where the store is, whose documents are part of the
         // configuration: read it first. A configuration with errors is reported in full by
         // the start below.

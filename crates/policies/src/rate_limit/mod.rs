@@ -1,12 +1,16 @@
-//! `rateLimiter`: counts requests per key (client IP, consumer, header or template) in a fixed
-//! window (Membrane's behaviour), a sliding window or a token bucket. Over the limit: 429
-//! problem+json with `Retry-After`. Every response carries `X-RateLimit-Limit`,
-//! `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
+//! `rateLimiter`: counts requests per key (client IP, consumer, consumer group, header or
+//! template) in a fixed window (Membrane's behaviour), a sliding window or a token bucket, in
+//! the process (counters shared by its workers, kept across reloads while the limiter stays the
+//! same) or in Redis (one limit for a fleet). Over the limit: 429 problem+json (or the
+//! configured status and message) with `Retry-After`. Every response carries
+//! `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
 
+pub mod redis;
 pub mod store;
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use http::{HeaderName, HeaderValue};
@@ -16,9 +20,10 @@ use serde::Deserialize;
 use turnpike_config::units::{Duration, Flag};
 use turnpike_core::jsonpath::Message;
 use turnpike_core::problems;
-use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Template};
+use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Resume, Template, Wait};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
+use self::redis::{Mode, OnError, RedisStore};
 use self::store::{Decision, Key, Store};
 use crate::err;
 use crate::language::ExpressionLanguage;
@@ -58,6 +63,54 @@ pub struct RateLimiterSettings {
     /// Most keys tracked at once (default 100000); beyond, the keys closest to expiry are dropped.
     #[serde(default)]
     pub max_keys: Option<usize>,
+    /// Where counters live: in the process (default), or `redis` (shared by a fleet).
+    #[serde(default)]
+    pub store: Option<RateStoreSettings>,
+    /// With a Redis store: `exact` (default; one Redis script per request) or `local-sync`
+    /// (local counts synced every `syncInterval`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// With `mode: local-sync`: how often counts are synced (default 100ms).
+    #[serde(default)]
+    pub sync_interval: Option<Duration>,
+    /// The status of a refused request (default 429; APISIX's `rejected_code`).
+    #[serde(default)]
+    pub reject_status: Option<u16>,
+    /// The `detail` of a refused request's problem (APISIX's `rejected_msg`).
+    #[serde(default)]
+    pub reject_body: Option<String>,
+}
+
+/// Where a rate limiter's counters live.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateStoreSettings {
+    /// A Redis server shared by the gateways of a fleet.
+    pub redis: RedisSettings,
+}
+
+/// A Redis server.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RedisSettings {
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    pub url: String,
+    /// User name (instead of in the URL).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Password (instead of in the URL).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// With `rediss://`: the CA certificates (PEM) the server's certificate must chain to
+    /// (default: the system's).
+    #[serde(default)]
+    pub ca: Option<String>,
+    /// How long a request may wait for Redis (default 50ms).
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    /// When Redis fails or is late: `allow` (default; fail open) or `deny` (fail closed: 503).
+    #[serde(default)]
+    pub on_error: Option<String>,
 }
 
 /// Rate limiting algorithm.
@@ -84,6 +137,9 @@ pub enum RateKey {
     Header,
     /// `keyExpression`.
     Expression,
+    /// The consumer's group (its first `groups` entry): every consumer of a group shares one
+    /// limit (APISIX's consumer groups).
+    ConsumerGroup,
 }
 
 static LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -94,15 +150,46 @@ static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 enum KeySource {
     Ip { trusted: Option<Vec<IpNet>> },
     Consumer,
+    ConsumerGroup,
     Header(HeaderName),
     Expression(Template),
 }
 
+/// Where a compiled limiter counts.
+enum Backend {
+    Local(Arc<Store>),
+    Redis(Arc<RedisStore>),
+}
+
+/// How a limiter answers (shared with the steps that wait for Redis).
+struct Reply {
+    limit: u64,
+    limit_header: HeaderValue,
+    reject_status: http::StatusCode,
+    reject_body: Option<String>,
+}
+
 /// The compiled policy.
 pub struct RateLimiter {
-    store: Arc<Store>,
+    backend: Backend,
     key: KeySource,
-    limit_header: HeaderValue,
+    reply: Arc<Reply>,
+}
+
+/// Local stores by the limiter's place and settings: a reload that keeps a limiter as it was
+/// keeps its counters.
+static LOCAL_STORES: Mutex<Option<HashMap<String, Weak<Store>>>> = Mutex::new(None);
+
+fn local_store(identity: String, make: impl FnOnce() -> Store) -> Arc<Store> {
+    let mut all = LOCAL_STORES.lock().unwrap_or_else(|e| e.into_inner());
+    let all = all.get_or_insert_with(HashMap::new);
+    all.retain(|_, w| w.strong_count() > 0);
+    if let Some(s) = all.get(&identity).and_then(Weak::upgrade) {
+        return s;
+    }
+    let s = Arc::new(make());
+    all.insert(identity, Arc::downgrade(&s));
+    s
 }
 
 /// The decision of a rate limiter, kept for the response phase.
@@ -140,6 +227,13 @@ impl PolicyFactory for RateLimiter {
         if kind != RateKey::Expression && c.language.is_some() {
             return Err(err("language", "only with `key: expression`"));
         }
+        let reject_status = match c.reject_status {
+            None => http::StatusCode::TOO_MANY_REQUESTS,
+            Some(s) => match http::StatusCode::from_u16(s) {
+                Ok(code) if (400..600).contains(&s) => code,
+                _ => return Err(err("rejectStatus", "must be an error status (400 to 599)")),
+            },
+        };
         if kind != RateKey::Ip && (c.trust_forwarded_for.0 || !c.trusted_proxies.is_empty()) {
             return Err(err("trustForwardedFor", "only with `key: ip`"));
         }
@@ -168,6 +262,7 @@ impl PolicyFactory for RateLimiter {
                 }
             }
             RateKey::Consumer => KeySource::Consumer,
+            RateKey::ConsumerGroup => KeySource::ConsumerGroup,
             RateKey::Header => {
                 let h = c
                     .header
@@ -189,17 +284,219 @@ impl PolicyFactory for RateLimiter {
                 KeySource::Expression(t.map_err(|m| err("keyExpression", m))?)
             }
         };
-        let store = Store::new(
+        let algorithm = c.algorithm.unwrap_or(RateAlgorithm::FixedWindow);
+        // What makes two limiters the same one: their place and what they count.
+        let identity = format!(
+            "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            ctx.site,
             c.request_limit,
             c.request_limit_duration.0,
-            c.algorithm.unwrap_or(RateAlgorithm::FixedWindow),
-            c.max_keys.unwrap_or(100_000).max(16),
+            algorithm,
+            kind,
+            c.header,
+            c.key_expression
         );
+        let backend = match &c.store {
+            None => {
+                if c.mode.is_some() || c.sync_interval.is_some() {
+                    return Err(err("mode", "only with a Redis `store`"));
+                }
+                let max_keys = c.max_keys.unwrap_or(100_000).max(16);
+                Backend::Local(local_store(format!("{identity}|{max_keys}"), || {
+                    Store::new(
+                        c.request_limit,
+                        c.request_limit_duration.0,
+                        algorithm,
+                        max_keys,
+                    )
+                }))
+            }
+            Some(s) => {
+                if c.max_keys.is_some() {
+                    return Err(err(
+                        "maxKeys",
+                        "keys in Redis expire by themselves: `maxKeys` is for the local store",
+                    ));
+                }
+                Backend::Redis(Arc::new(redis_store(
+                    &s.redis, &c, algorithm, &identity, ctx,
+                )?))
+            }
+        };
         Ok(RateLimiter {
-            store: Arc::new(store),
+            backend,
             key,
-            limit_header: HeaderValue::from(c.request_limit),
+            reply: Arc::new(Reply {
+                limit: c.request_limit,
+                limit_header: HeaderValue::from(c.request_limit),
+                reject_status,
+                reject_body: c.reject_body.clone(),
+            }),
         })
+    }
+}
+
+/// Builds the Redis store of a limiter, checking its settings.
+fn redis_store(
+    r: &RedisSettings,
+    c: &RateLimiterSettings,
+    algorithm: RateAlgorithm,
+    identity: &str,
+    ctx: &CompileContext<'_>,
+) -> Result<RedisStore, CompileError> {
+    let tls = if r.url.starts_with("rediss://") {
+        true
+    } else if r.url.starts_with("redis://") {
+        false
+    } else {
+        return Err(err(
+            "store.redis.url",
+            "must be a redis:// or rediss:// URL (Sentinel and Cluster are not supported: point at the primary, or at a proxy in front of the cluster)",
+        ));
+    };
+    let mut info: ::redis::ConnectionInfo =
+        ::redis::IntoConnectionInfo::into_connection_info(r.url.as_str())
+            .map_err(|e| err("store.redis.url", format!("not a Redis URL: {e}")))?;
+    if r.username.is_some() || r.password.is_some() {
+        let mut redis_info = info.redis_settings().clone();
+        if let Some(u) = &r.username {
+            redis_info = redis_info.set_username(u.clone());
+        }
+        if let Some(p) = &r.password {
+            redis_info = redis_info.set_password(p.clone());
+        }
+        info = info.set_redis_settings(redis_info);
+    }
+    let client = match (&r.ca, tls) {
+        (Some(_), false) => return Err(err("store.redis.ca", "only with a rediss:// URL")),
+        (Some(ca), true) => {
+            let path = ctx.base_dir.join(ca);
+            let pem = std::fs::read(&path).map_err(|e| {
+                err(
+                    "store.redis.ca",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            ::redis::Client::build_with_tls(
+                info,
+                ::redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                },
+            )
+            .map_err(|e| err("store.redis.ca", format!("not usable: {e}")))?
+        }
+        (None, _) => ::redis::Client::open(info)
+            .map_err(|e| err("store.redis.url", format!("not usable: {e}")))?,
+    };
+    let on_error = match r.on_error.as_deref() {
+        None | Some("allow") => OnError::Allow,
+        Some("deny") => OnError::Deny,
+        Some(other) => {
+            return Err(err(
+                "store.redis.onError",
+                format!("`{other}` is not `allow` or `deny`"),
+            ))
+        }
+    };
+    let mode = match c.mode.as_deref() {
+        None | Some("exact") => {
+            if c.sync_interval.is_some() {
+                return Err(err("syncInterval", "only with `mode: local-sync`"));
+            }
+            Mode::Exact
+        }
+        Some("local-sync") => {
+            if algorithm != RateAlgorithm::FixedWindow {
+                return Err(err(
+                    "mode",
+                    "`local-sync` counts fixed windows: use `mode: exact` for `slidingWindow` and `tokenBucket`",
+                ));
+            }
+            let i = c
+                .sync_interval
+                .map_or(std::time::Duration::from_millis(100), |d| d.0);
+            if i < std::time::Duration::from_millis(10) {
+                return Err(err("syncInterval", "must be at least 10ms"));
+            }
+            Mode::LocalSync(i)
+        }
+        Some(other) => {
+            return Err(err(
+                "mode",
+                format!("`{other}` is not `exact` or `local-sync`"),
+            ))
+        }
+    };
+    let timeout = r
+        .timeout
+        .map_or(std::time::Duration::from_millis(50), |d| d.0);
+    if timeout.is_zero() {
+        return Err(err("store.redis.timeout", "must be longer than zero"));
+    }
+    Ok(RedisStore::new(
+        client,
+        identity,
+        timeout,
+        on_error,
+        mode,
+        c.request_limit,
+        c.request_limit_duration.0,
+        algorithm,
+    ))
+}
+
+impl Reply {
+    /// Applies a decision: the request passes (its headers kept for the response), or is
+    /// refused.
+    fn apply(&self, ex: &mut Exchange, d: Decision) -> Outcome {
+        if !d.allowed {
+            let detail = self.reject_body.clone().unwrap_or_else(|| {
+                format!(
+                    "the limit is {} requests per window; retry in {} s",
+                    self.limit, d.reset_secs
+                )
+            });
+            let mut p = Problem::new(&problems::RATE_LIMITED)
+                .with_status(self.reject_status)
+                .with_detail(detail)
+                .with_header(http::header::RETRY_AFTER, HeaderValue::from(d.reset_secs));
+            for (k, v) in self.headers(d) {
+                p = p.with_header(k, v);
+            }
+            return Outcome::Reject(p);
+        }
+        ex.extensions.insert(Verdict(d));
+        Outcome::Continue
+    }
+
+    /// The shared store failed: `onError` decides.
+    fn store_failed(&self, store: &RedisStore) -> Outcome {
+        let p = turnpike_telemetry::stats::process();
+        match store.on_error() {
+            OnError::Allow => {
+                p.ratelimit_store_allowed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Outcome::Continue
+            }
+            OnError::Deny => {
+                p.ratelimit_store_denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Outcome::Reject(
+                    Problem::new(&problems::RATE_LIMIT_UNAVAILABLE)
+                        .with_detail("the shared rate limit store does not answer; retry shortly")
+                        .with_header(http::header::RETRY_AFTER, HeaderValue::from_static("1")),
+                )
+            }
+        }
+    }
+
+    fn headers(&self, d: Decision) -> [(HeaderName, HeaderValue); 3] {
+        [
+            (LIMIT.clone(), self.limit_header.clone()),
+            (REMAINING.clone(), HeaderValue::from(d.remaining)),
+            (RESET.clone(), HeaderValue::from(d.reset_secs)),
+        ]
     }
 }
 
@@ -215,20 +512,16 @@ impl RateLimiter {
                 Some(c) => Key::Text(c.into()),
                 None => ip(),
             },
+            KeySource::ConsumerGroup => match ex.identity().and_then(|i| i.groups.first()) {
+                Some(g) => Key::Text(format!("group:{g}").into()),
+                None => ip(),
+            },
             KeySource::Header(h) => match ex.request.headers.get(h).and_then(|v| v.to_str().ok()) {
                 Some(v) => Key::Text(v.into()),
                 None => ip(),
             },
             KeySource::Expression(t) => Key::Text(t.render(ex).into()),
         }
-    }
-
-    fn headers(&self, d: Decision) -> [(HeaderName, HeaderValue); 3] {
-        [
-            (LIMIT.clone(), self.limit_header.clone()),
-            (REMAINING.clone(), HeaderValue::from(d.remaining)),
-            (RESET.clone(), HeaderValue::from(d.reset_secs)),
-        ]
     }
 }
 
@@ -292,22 +585,51 @@ impl Policy for RateLimiter {
         if let KeySource::Expression(t) = &self.key {
             t.prepare(ex, Message::Request);
         }
-        let d = self.store.hit(self.key(ex), Instant::now());
-        if !d.allowed {
-            let mut p = Problem::new(&problems::RATE_LIMITED)
-                .with_detail(format!(
-                    "the limit is {} requests per window; retry in {} s",
-                    self.store.limit(),
-                    d.reset_secs
-                ))
-                .with_header(http::header::RETRY_AFTER, HeaderValue::from(d.reset_secs));
-            for (k, v) in self.headers(d) {
-                p = p.with_header(k, v);
-            }
-            return Outcome::Reject(p);
+        let key = self.key(ex);
+        let store = match &self.backend {
+            Backend::Local(store) => return self.reply.apply(ex, store.hit(key, Instant::now())),
+            Backend::Redis(store) => store,
+        };
+        let text = match &key {
+            Key::Ip(ip) => ip.to_string(),
+            Key::Text(t) => t.to_string(),
+        };
+        let redis_key = store.key(&text);
+        if let Mode::LocalSync(_) = store.mode() {
+            return match store.decide_local(redis_key) {
+                Some(d) => self.reply.apply(ex, d),
+                None => {
+                    store.failed(&"no sync with Redis succeeded lately");
+                    self.reply.store_failed(store)
+                }
+            };
         }
-        ex.extensions.insert(Verdict(d));
-        Outcome::Continue
+        let asked = match store.ask(redis_key) {
+            Ok(f) => f,
+            Err(e) => {
+                store.failed(&e);
+                return self.reply.store_failed(store);
+            }
+        };
+        let (reply, late_reply) = (Arc::clone(&self.reply), Arc::clone(&self.reply));
+        let (s, late) = (Arc::clone(store), Arc::clone(store));
+        Outcome::Wait(Wait::new(
+            async move {
+                let answer = asked.await;
+                Box::new(move |ex: &mut Exchange| match answer {
+                    Ok(d) => reply.apply(ex, d),
+                    Err(e) => {
+                        s.failed(&e);
+                        reply.store_failed(&s)
+                    }
+                }) as Resume
+            },
+            store.timeout(),
+            move |_| {
+                late.failed(&"it did not answer in time");
+                late_reply.store_failed(&late)
+            },
+        ))
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
@@ -315,7 +637,7 @@ impl Policy for RateLimiter {
             return Outcome::Continue;
         };
         if let Some(res) = ex.response.as_mut() {
-            for (k, v) in self.headers(d) {
+            for (k, v) in self.reply.headers(d) {
                 res.headers_mut().insert(k, v);
             }
         }

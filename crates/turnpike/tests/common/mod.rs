@@ -19,6 +19,7 @@ use turnpike::Gateway;
 pub mod etcd;
 pub mod fault;
 pub mod pki;
+pub mod redis;
 
 /// A request the backend received.
 #[derive(Debug, Clone)]

@@ -1,0 +1,358 @@
+//! Rate limits shared through a real Redis by three gateway processes: `exact` admits exactly
+//! the limit under concurrent load, `local-sync` stays within its documented overshoot, Redis
+//! stopped mid-test is handled by `onError` within the timeout and limits hold again once it is
+//! back, keys expire, passwords and TLS work; and local counters survive a reload.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::redis::{self, Redis};
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnpike");
+
+/// A gateway process on `port` with one rate-limited API (`limiter`: the policy's settings).
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    fn start(limiter: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let yaml = format!(
+            "gateway: {{ threads: 2, accessLog: false }}\n---\napi:\n  name: orders\n  port: {port}\n  ip: 127.0.0.1\n  flow:\n    - rateLimiter: {limiter}\n    - return: {{ status: 200 }}\n"
+        );
+        let file = dir.path().join("gw.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let pid = dir.path().join("gw.pid");
+        let child = Command::new(BIN)
+            .args(["run", "-c"])
+            .arg(&file)
+            .arg("--pid-file")
+            .arg(&pid)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("gw.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !pid.exists() {
+            assert!(Instant::now() < deadline, "a gateway did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Gateway {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `total` requests spread over `gateways` from `clients` concurrent keep-alive clients;
+/// returns how many of each status came back, and how many each gateway took.
+async fn load(
+    gateways: &[SocketAddr],
+    total: usize,
+    clients: usize,
+) -> (Vec<(u16, usize)>, Vec<usize>) {
+    paced_load(gateways, total, clients, Duration::ZERO).await
+}
+
+/// [`load`] with each client pausing `pause` between requests.
+async fn paced_load(
+    gateways: &[SocketAddr],
+    total: usize,
+    clients: usize,
+    pause: Duration,
+) -> (Vec<(u16, usize)>, Vec<usize>) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let per_gateway: Arc<Vec<AtomicUsize>> =
+        Arc::new(gateways.iter().map(|_| AtomicUsize::new(0)).collect());
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let addr = gateways[c % gateways.len()];
+        let g = c % gateways.len();
+        let (next, per) = (next.clone(), per_gateway.clone());
+        tasks.push(tokio::spawn(async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut send, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            let mut statuses = Vec::new();
+            while next.fetch_add(1, SeqCst) < total {
+                send.ready().await.unwrap();
+                let r = send
+                    .send_request(
+                        req("GET", "/")
+                            .body(http_body_util::Full::new(bytes::Bytes::new()))
+                            .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                statuses.push(r.status().as_u16());
+                per[g].fetch_add(1, SeqCst);
+                let _ = http_body_util::BodyExt::collect(r.into_body()).await;
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            statuses
+        }));
+    }
+    let mut counts: std::collections::BTreeMap<u16, usize> = Default::default();
+    for t in tasks {
+        for s in t.await.unwrap() {
+            *counts.entry(s).or_default() += 1;
+        }
+    }
+    let per = per_gateway.iter().map(|a| a.load(SeqCst)).collect();
+    (counts.into_iter().collect(), per)
+}
+
+fn count(c: &[(u16, usize)], status: u16) -> usize {
+    c.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_mode_admits_exactly_the_limit_across_three_gateways() {
+    if !redis::available() {
+        return;
+    }
+    let r = Redis::start(Some("pw-1"), None);
+    let limiter = format!(
+        "{{ requestLimit: 1000, requestLimitDuration: PT1H, keyExpression: all, store: {{ redis: {{ url: \"redis://:pw-1@127.0.0.1:{}/0\", timeout: 500ms, onError: deny }} }} }}",
+        r.port
+    );
+    let gws: Vec<Gateway> = (0..3).map(|_| Gateway::start(&limiter)).collect();
+    let addrs: Vec<SocketAddr> = gws.iter().map(|g| g.addr).collect();
+    let (counts, per) = load(&addrs, 1600, 24).await;
+    assert_eq!(
+        count(&counts, 200),
+        1000,
+        "{counts:?} keys: {}",
+        r.cli(&["KEYS", "*"])
+    );
+    assert_eq!(count(&counts, 429), 600, "{counts:?}");
+    assert!(
+        per.iter().all(|n| *n > 300),
+        "every gateway took a share: {per:?}"
+    );
+    // One key (the API is named alike on every gateway; the counter is namespaced by API
+    // and limiter), and it expires with its window.
+    let keys = r.cli(&["KEYS", "turnpike:rl:*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+    let ttl: i64 = r
+        .cli(&["PTTL", keys.lines().next().unwrap()])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 2 * 3_600_000, "{ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_sync_stays_within_its_overshoot_bound() {
+    if !redis::available() {
+        return;
+    }
+    let r = Redis::start(None, None);
+    let interval_ms = 100;
+    let limiter = format!(
+        "{{ requestLimit: 300, requestLimitDuration: PT1H, keyExpression: all, mode: local-sync, syncInterval: {interval_ms}ms, store: {{ redis: {{ url: \"redis://127.0.0.1:{}\", timeout: 200ms }} }} }}",
+        r.port
+    );
+    let gws: Vec<Gateway> = (0..3).map(|_| Gateway::start(&limiter)).collect();
+    let addrs: Vec<SocketAddr> = gws.iter().map(|g| g.addr).collect();
+    let start = Instant::now();
+    // Paced well below what one interval could admit on its own, as in production.
+    let (counts, per) = paced_load(&addrs, 3000, 12, Duration::from_millis(5)).await;
+    let secs = start.elapsed().as_secs_f64();
+    let admitted = count(&counts, 200);
+    // Each gateway admits at most what it sees left; between syncs the others may admit what
+    // they see too: at most what one gateway receives in one interval, per other gateway
+    // (with a second interval of slack for a sync in flight).
+    let fastest = per.iter().copied().max().unwrap() as f64 / secs;
+    let bound = 300
+        + ((addrs.len() - 1) as f64 * fastest * 2.0 * interval_ms as f64 / 1000.0).ceil() as usize;
+    assert!(admitted >= 300, "{admitted} admitted, {counts:?}");
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted, bound {bound}: {counts:?} over {secs:.2}s"
+    );
+    eprintln!(
+        "local-sync: {admitted} admitted of limit 300 (bound {bound}), {:.0} req/s",
+        3000.0 / secs
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failures_follow_on_error_within_the_timeout_and_limits_return() {
+    if !redis::available() {
+        return;
+    }
+    let mut r = Redis::start(None, None);
+    let limiter = |on_error: &str, port: u16| {
+        format!(
+            "{{ requestLimit: 5, requestLimitDuration: PT1H, keyExpression: all, store: {{ redis: {{ url: \"redis://127.0.0.1:{port}\", timeout: 100ms, onError: {on_error} }} }} }}"
+        )
+    };
+    let deny = Gateway::start(&limiter("deny", r.port));
+    let allow = Gateway::start(&limiter("allow", r.port));
+    for _ in 0..5 {
+        assert_eq!(get(deny.addr, "/").await.status, 200);
+    }
+    assert_eq!(get(deny.addr, "/").await.status, 429);
+    r.stop();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let d = get(deny.addr, "/").await;
+        assert_eq!(d.status, 503, "{}", d.text());
+        assert_eq!(
+            d.json()["type"],
+            "urn:turnpike:problem:rate-limit-unavailable"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+        let t = Instant::now();
+        assert_eq!(get(allow.addr, "/").await.status, 200);
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    // Redis is back (empty): the limit holds again.
+    r.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if get(deny.addr, "/").await.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the gateway never reconnected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Each worker reconnects on its own: one may still answer 503 for a request or two.
+    let mut statuses = Vec::new();
+    while statuses.iter().filter(|s| **s == 429).count() < 4 {
+        statuses.push(get(deny.addr, "/").await.status.as_u16());
+        assert!(statuses.len() < 30, "{statuses:?}");
+    }
+    let admitted = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(admitted, 4, "five in all with the first one: {statuses:?}");
+    let first_refusal = statuses.iter().position(|s| *s == 429).unwrap();
+    assert!(
+        statuses[first_refusal..].iter().all(|s| *s != 200),
+        "{statuses:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_expire_tls_works_and_a_wrong_password_is_an_error() {
+    if !redis::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki::Pki::new(dir.path());
+    let r = Redis::start(
+        Some("pw-2"),
+        Some((
+            pki.server.cert.clone(),
+            pki.server.key.clone(),
+            pki.ca.clone(),
+        )),
+    );
+    let ca = pki.ca.display().to_string();
+    let limiter = format!(
+        "{{ requestLimit: 2, requestLimitDuration: 1s, algorithm: slidingWindow, keyExpression: all, store: {{ redis: {{ url: \"rediss://localhost:{}\", password: pw-2, ca: \"{ca}\", timeout: 500ms, onError: deny }} }} }}",
+        r.port
+    );
+    let g = Gateway::start(&limiter);
+    assert_eq!(get(g.addr, "/").await.status, 200);
+    assert_eq!(get(g.addr, "/").await.status, 200);
+    assert_eq!(get(g.addr, "/").await.status, 429);
+    assert!(r.cli(&["DBSIZE"]).trim().parse::<u64>().unwrap() >= 1);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        r.cli(&["DBSIZE"]).trim(),
+        "0",
+        "keys expire after two windows"
+    );
+    // A wrong password: Redis refuses, onError decides.
+    let wrong = Gateway::start(&limiter.replace("pw-2", "nope"));
+    assert_eq!(get(wrong.addr, "/").await.status, 503);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_counters_survive_a_reload_and_settings_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    let yaml = |limit: u32| {
+        format!("gateway: {{ threads: 1, accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - rateLimiter: {{ requestLimit: {limit}, requestLimitDuration: PT1H }}\n    - return: {{ status: 200 }}\n")
+    };
+    std::fs::write(&file, yaml(2)).unwrap();
+    let control = turnpike::Control::start(vec![file.clone()]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    assert_eq!(get(t, "/").await.status, 200);
+    assert_eq!(get(t, "/").await.status, 200);
+    assert_eq!(get(t, "/").await.status, 429);
+    control.manager.reload("signal").unwrap();
+    assert_eq!(
+        get(t, "/").await.status,
+        429,
+        "the reload kept the counters"
+    );
+    std::fs::write(&file, yaml(3)).unwrap();
+    control.manager.reload("signal").unwrap();
+    assert_eq!(
+        get(t, "/").await.status,
+        200,
+        "a changed limiter starts fresh"
+    );
+    control.shutdown();
+    for (bad, says) in [
+        ("{ requestLimit: 1, requestLimitDuration: 1m, mode: local-sync }", "only with a Redis `store`"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { url: \"http://x\" } } }", "redis:// or rediss://"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, algorithm: tokenBucket, mode: local-sync, store: { redis: { url: \"redis://x\" } } }", "counts fixed windows"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { url: \"redis://x\", onError: maybe } } }", "not `allow` or `deny`"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, rejectStatus: 200 }", "error status"),
+    ] {
+        let f = dir.path().join("bad.yaml");
+        std::fs::write(&f, format!("api:\n  port: 1\n  flow:\n    - rateLimiter: {bad}\n")).unwrap();
+        let err = turnpike::load_and_compile(&[f]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(err.contains("bad.yaml:4:"), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_status_and_message_are_configurable() {
+    let yaml = "gateway: { threads: 1, accessLog: false }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - rateLimiter: { requestLimit: 1, requestLimitDuration: PT1H, rejectStatus: 503, rejectBody: \"slow down\" }\n    - return: { status: 200 }\n";
+    let gw = TestGateway::start(yaml);
+    assert_eq!(get(gw.addr(), "/").await.status, 200);
+    let r = get(gw.addr(), "/").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["detail"], "slow down");
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:rate-limited");
+    assert!(r.header("retry-after").is_some());
+    let _ = Path::new(".");
+}
