@@ -104,9 +104,11 @@ pub(crate) fn compile_openapi_api(
                 }
             };
             let target = match &target {
-                Some(t) => t.clone(),
+                Some(t) => Some(t.clone()),
+                // A mock answers every operation itself.
+                None if src.mock.0 => None,
                 None => match server_target(&spec) {
-                    Ok(t) => t,
+                    Ok(t) => Some(t),
                     Err(m) => {
                         errors.push(located.error(&key, m));
                         continue;
@@ -121,7 +123,7 @@ pub(crate) fn compile_openapi_api(
                 request: true,
                 response: responses,
             }];
-            let steps = compile_steps(
+            let mut steps = compile_steps(
                 located,
                 FlowParts {
                     set,
@@ -133,6 +135,14 @@ pub(crate) fn compile_openapi_api(
                 built_in,
                 errors,
             );
+            if src.mock.0 {
+                // Last: the API's own flow (auth, limits) runs before the mock answers.
+                steps.push(Step {
+                    policy: Box::new(turnpike_openapi::OpenApiMock::new(spec.clone())),
+                    request: true,
+                    response: false,
+                });
+            }
             let name: Arc<str> = match &api.name {
                 Some(n) => n.as_str().into(),
                 None => spec.title.as_str().into(),
@@ -147,7 +157,7 @@ pub(crate) fn compile_openapi_api(
                     stats: turnpike_telemetry::stats::api(&name),
                     name,
                     chain: Chain::new(steps),
-                    target: Some(target),
+                    target,
                     errors: None,
                 },
                 Some(spec),

@@ -9,9 +9,11 @@
 pub mod convert;
 mod discriminator;
 pub mod docs;
+pub mod example;
 pub mod load;
 pub mod marks;
 pub mod media;
+pub mod mock;
 pub mod multipart;
 pub mod params;
 pub mod pointer;
@@ -22,6 +24,7 @@ pub mod validate;
 pub mod violation;
 
 pub use load::{LoadedSpec, Source, SpecError};
+pub use mock::OpenApiMock;
 pub use policy::OpenApiValidator;
 pub use spec::Spec;
 

@@ -29,6 +29,8 @@ pub struct Media {
     /// For `multipart/form-data` with a schema: how each part is read (parts not listed are
     /// strings, or JSON when their Content-Type says so).
     pub parts: Option<Vec<crate::multipart::Field>>,
+    /// For a response: its example (declared, or made from the schema), for mocking.
+    pub example: Option<Value>,
 }
 
 /// A request body declaration.
@@ -404,11 +406,16 @@ fn compile_media(
                 )?),
                 _ => None,
             };
+            let example = match dir {
+                Direction::Response => crate::example::media_example(m, &ctx.loaded.doc),
+                Direction::Request => None,
+            };
             out.push(Media {
                 range,
                 schema,
                 form,
                 parts,
+                example,
             });
         }
     }

@@ -8,6 +8,7 @@ pub mod access_control;
 pub mod auth;
 pub mod consumers;
 pub mod cors;
+pub mod delay;
 pub mod flow;
 mod headers;
 mod json_protection;

@@ -31,6 +31,9 @@ pub struct ReturnSettings {
     /// `Content-Type` of the body (default `text/plain; charset=utf-8` when there is a body).
     #[serde(default)]
     pub content_type: Option<String>,
+    /// Answer only after this long (a mock as slow as the real backend).
+    #[serde(default)]
+    pub delay: Option<turnpike_config::units::Duration>,
 }
 
 /// The compiled `return` policy.
@@ -40,6 +43,7 @@ pub struct Return {
     headers: Vec<(HeaderName, ValueTemplate)>,
     body: Option<Template>,
     content_type: Option<HeaderValue>,
+    delay: Option<std::time::Duration>,
 }
 
 impl PolicyFactory for Return {
@@ -86,6 +90,7 @@ impl PolicyFactory for Return {
             headers,
             body,
             content_type,
+            delay: crate::delay::check(c.delay)?,
         })
     }
 }
@@ -127,7 +132,10 @@ impl Policy for Return {
                 res.headers_mut().insert(name.clone(), v);
             }
         }
-        Outcome::Respond(res)
+        match self.delay {
+            Some(d) => crate::delay::after(d, Outcome::Respond(res)),
+            None => Outcome::Respond(res),
+        }
     }
 }
 
@@ -151,6 +159,7 @@ mod tests {
                 headers: BTreeMap::from([("X-M".to_string(), "${method}".to_string())]),
                 body: body.map(str::to_owned),
                 content_type: ct.map(str::to_owned),
+                delay: None,
             },
             &crate::testutil::ctx(&scope),
         )

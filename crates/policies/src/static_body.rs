@@ -18,6 +18,9 @@ pub struct StaticSettings {
     /// `Content-Type` of the body (default `text/plain; charset=utf-8`).
     #[serde(default)]
     pub content_type: Option<String>,
+    /// Go on only after this long (a mock as slow as the real backend).
+    #[serde(default)]
+    pub delay: Option<turnpike_config::units::Duration>,
 }
 
 /// The compiled `static` policy.
@@ -25,6 +28,7 @@ pub struct StaticSettings {
 pub struct Static {
     src: Template,
     content_type: HeaderValue,
+    delay: Option<std::time::Duration>,
 }
 
 impl PolicyFactory for Static {
@@ -40,6 +44,7 @@ impl PolicyFactory for Static {
                     .map_err(|_| err("contentType", "not a valid header value"))?,
                 None => HeaderValue::from_static("text/plain; charset=utf-8"),
             },
+            delay: crate::delay::check(c.delay)?,
         })
     }
 }
@@ -62,7 +67,10 @@ impl Policy for Static {
         turnpike_core::json::forget_request_json(ex);
         ex.extensions.remove::<turnpike_core::BodyInspected>();
         self.set_type(&mut ex.request.headers);
-        Outcome::Continue
+        match self.delay {
+            Some(d) => crate::delay::after(d, Outcome::Continue),
+            None => Outcome::Continue,
+        }
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
@@ -72,6 +80,9 @@ impl Policy for Static {
             self.set_type(res.headers_mut());
         }
         turnpike_core::json::forget_response_json(ex);
-        Outcome::Continue
+        match self.delay {
+            Some(d) => crate::delay::after(d, Outcome::Continue),
+            None => Outcome::Continue,
+        }
     }
 }

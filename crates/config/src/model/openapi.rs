@@ -25,4 +25,9 @@ pub struct OpenApiSource {
     /// answer 502.
     #[serde(default)]
     pub validate_responses: Flag,
+    /// Answer from the spec instead of a backend: each operation's first success status, with
+    /// the declared example of the media type the request accepts (or a value made from its
+    /// schema).
+    #[serde(default)]
+    pub mock: Flag,
 }

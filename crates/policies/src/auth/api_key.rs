@@ -31,6 +31,10 @@ pub struct ApiKeySettings {
     /// Require every one of these scopes.
     #[serde(default)]
     pub required_scopes: Vec<String>,
+    /// Remove the key (its header or query parameter) before the request goes to the
+    /// backend (default false; APISIX's `hide_credentials`).
+    #[serde(default)]
+    pub hide_credentials: turnpike_config::units::Flag,
 }
 
 /// A store of API keys.
@@ -89,6 +93,7 @@ pub struct ApiKey {
     extractors: Vec<Extractor>,
     allow: Option<Allow>,
     required_scopes: Vec<String>,
+    hide: bool,
 }
 
 impl PolicyFactory for ApiKey {
@@ -152,6 +157,7 @@ impl PolicyFactory for ApiKey {
             extractors,
             allow,
             required_scopes: c.required_scopes.clone(),
+            hide: c.hide_credentials.0,
         })
     }
 }
@@ -196,6 +202,16 @@ impl Policy for ApiKey {
         let Some(key) = self.extract(ex).filter(|k| !k.is_empty()) else {
             return unauthorized("an API key is required", None);
         };
+        if self.hide {
+            for e in &self.extractors {
+                match e {
+                    Extractor::Header(h) => {
+                        ex.request.headers.remove(h);
+                    }
+                    Extractor::Query(q) => super::remove_query_param(ex, q),
+                }
+            }
+        }
         let (consumer, scopes) = if let Some(scopes) = self.keys.get(&key) {
             (None, scopes.clone())
         } else if let Some(c) = self.consumers.as_ref().and_then(|c| c.by_api_key(&key)) {

@@ -40,6 +40,10 @@ pub struct BasicAuthSettings {
     /// Restrict access to these consumers or groups.
     #[serde(default)]
     pub allow: Option<AllowList>,
+    /// Remove `Authorization` before the request goes to the backend (default true, as
+    /// Membrane does: the backend never sees the password).
+    #[serde(default)]
+    pub hide_credentials: Option<Flag>,
 }
 
 /// A file path, relative to the config file.
@@ -57,6 +61,7 @@ pub struct BasicAuth {
     challenge: HeaderValue,
     allow: Option<Allow>,
     htpasswd: Option<std::path::PathBuf>,
+    hide: bool,
 }
 
 fn read_htpasswd(path: &Path, users: &mut HashMap<String, PasswordCheck>) -> Result<(), String> {
@@ -147,6 +152,7 @@ impl PolicyFactory for BasicAuth {
             challenge,
             allow,
             htpasswd,
+            hide: c.hide_credentials.is_none_or(|f| f.0),
         })
     }
 }
@@ -202,6 +208,9 @@ impl Policy for BasicAuth {
             }
             Some(Some(found)) => found,
         };
+        if self.hide {
+            ex.request.headers.remove(http::header::AUTHORIZATION);
+        }
         let identity = Identity {
             subject: Some(user),
             ..Default::default()

@@ -62,6 +62,10 @@ pub struct JwtAuthSettings {
     /// fetched again (default 5s); past it the answer is 504.
     #[serde(default)]
     pub key_fetch_timeout: Option<turnpike_config::units::Duration>,
+    /// Remove `Authorization` (the token) before the request goes to the backend (default
+    /// false; APISIX's `hide_credentials`).
+    #[serde(default)]
+    pub hide_credentials: turnpike_config::units::Flag,
 }
 
 /// A JSON Web Key Set source.
@@ -143,6 +147,7 @@ struct Inner {
 pub struct JwtAuth {
     inner: Arc<Inner>,
     key_files: Vec<std::path::PathBuf>,
+    hide: bool,
 }
 
 const DEFAULT_ALGS: [Algorithm; 9] = [
@@ -343,6 +348,7 @@ impl PolicyFactory for JwtAuth {
                 key_fetch_timeout: c.key_fetch_timeout.map_or(Duration::from_secs(5), |d| d.0),
             }),
             key_files,
+            hide: c.hide_credentials.0,
         })
     }
 }
@@ -517,6 +523,9 @@ impl Policy for JwtAuth {
             return unauthorized("a bearer token is required", Some(&self.inner.challenge));
         };
         let token = token.to_owned();
+        if self.hide {
+            ex.request.headers.remove(http::header::AUTHORIZATION);
+        }
         self.inner.authenticate(ex, &token, false)
     }
 

@@ -75,6 +75,34 @@ pub(crate) fn authorization<'a>(ex: &'a Exchange, scheme: &[u8]) -> Option<&'a [
         .then(|| value[space + 1..].trim_ascii())
 }
 
+/// Removes query parameter `name` (every occurrence) from the request's URI.
+pub(crate) fn remove_query_param(ex: &mut Exchange, name: &str) {
+    let Some(pq) = ex.request.uri.path_and_query() else {
+        return;
+    };
+    let Some(query) = pq.query() else { return };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split('=').next().unwrap_or("");
+            percent_encoding::percent_decode_str(key).decode_utf8_lossy() != name
+        })
+        .collect();
+    let path = pq.path();
+    let rebuilt = if kept.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", kept.join("&"))
+    };
+    let mut parts = ex.request.uri.clone().into_parts();
+    if let Ok(p) = http::uri::PathAndQuery::try_from(rebuilt) {
+        parts.path_and_query = Some(p);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            ex.request.uri = uri;
+        }
+    }
+}
+
 /// 401 with a problem body; `challenge` becomes `WWW-Authenticate`.
 pub(crate) fn unauthorized(detail: &str, challenge: Option<&http::HeaderValue>) -> Outcome {
     let mut p = Problem::new(&problems::UNAUTHORIZED).with_detail(detail);
