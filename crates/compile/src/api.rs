@@ -10,10 +10,103 @@ use turnpike_policies::{answers_itself, checks_soap, Consumers};
 use turnpike_snapshot::Api;
 use turnpike_soap::{Wsdl, WsdlPublisher};
 
-use crate::flow::{compile_steps, FlowParts};
+use crate::flow::{compile_steps, compile_sub_flow, FlowParts};
 use crate::target::Upstreams;
 use crate::{api_name, base_dir, compile_target, target_key};
 
+/// One route of a plain API: its method, its path, and the key of its own flow (`routes[i]`).
+struct RoutePart<'a> {
+    method: Option<Method>,
+    path: PathSpec,
+    /// `(key, flow)` of an entry of `routes`.
+    own: Option<(String, &'a [turnpike_config::PolicyConfig])>,
+    /// The path as written, for the prefix policies route below.
+    uri: Option<&'a str>,
+    regex: bool,
+}
+
+fn parse_method(
+    located: &Located<ApiConfig>,
+    key: &str,
+    m: Option<&str>,
+    errors: &mut ConfigErrors,
+) -> Option<Method> {
+    match m.map(str::trim) {
+        None | Some("*") | Some("") => None,
+        Some(m) => {
+            let upper = m.to_ascii_uppercase();
+            match Method::from_bytes(upper.as_bytes()) {
+                Ok(method) => Some(method),
+                Err(_) => {
+                    errors.push(located.error(key, format!("`{m}` is not an HTTP method")));
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// The routes of a plain API: its `method` and `path`, or each entry of `routes`.
+fn route_parts<'a>(
+    located: &'a Located<ApiConfig>,
+    errors: &mut ConfigErrors,
+) -> Vec<RoutePart<'a>> {
+    let api = &located.value;
+    if api.routes.is_empty() {
+        let path = match &api.path {
+            None => PathSpec::Prefix(String::new()),
+            Some(p) => {
+                if !p.is_reg_exp.0 && !p.uri.starts_with('/') {
+                    errors.push(located.error("path.uri", "must start with `/`"));
+                }
+                PathSpec::from_uri(&p.uri, p.is_reg_exp.0)
+            }
+        };
+        return vec![RoutePart {
+            method: parse_method(located, "method", api.method.as_deref(), errors),
+            path,
+            own: None,
+            uri: api.path.as_ref().map(|p| p.uri.as_str()),
+            regex: api.path.as_ref().is_some_and(|p| p.is_reg_exp.0),
+        }];
+    }
+    for (key, set) in [
+        ("path", api.path.is_some()),
+        ("method", api.method.is_some()),
+    ] {
+        if set {
+            errors.push(located.error(
+                key,
+                format!("an API with `routes` takes each route's `{key}` from its entry; remove `{key}`"),
+            ));
+        }
+    }
+    api.routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let key = format!("routes[{i}]");
+            if !r.path.starts_with('/') {
+                errors.push(located.error(&format!("{key}.path"), "must start with `/`"));
+            }
+            RoutePart {
+                method: parse_method(
+                    located,
+                    &format!("{key}.method"),
+                    r.method.as_deref(),
+                    errors,
+                ),
+                path: PathSpec::from_uri(&r.path, false),
+                own: Some((format!("{key}.flow"), r.flow.as_slice())),
+                uri: Some(r.path.as_str()),
+                regex: false,
+            }
+        })
+        .collect()
+}
+
+/// A plain API: one route (its `method` and `path`), or one per entry of `routes`, each with
+/// the API's chain followed by the route's own flow.
 pub(crate) fn compile_plain_api(
     located: &Located<ApiConfig>,
     wsdl: Option<&Arc<Wsdl>>,
@@ -21,9 +114,15 @@ pub(crate) fn compile_plain_api(
     consumers: &Arc<Consumers>,
     upstreams: &Upstreams,
     errors: &mut ConfigErrors,
-) -> Option<(RouteSpec, Api)> {
+) -> Vec<(RouteSpec, Api)> {
     let api = &located.value;
     let before = errors.0.len();
+    if !api.operations.is_empty() {
+        errors.push(located.error(
+            "operations",
+            "`operations` names operations of an OpenAPI spec: deploy the API from `openapi`, or use `routes`",
+        ));
+    }
     let hosts = match api.host.as_deref().map(HostPattern::parse_list).transpose() {
         Ok(h) => h.unwrap_or_default(),
         Err(m) => {
@@ -31,35 +130,7 @@ pub(crate) fn compile_plain_api(
             Vec::new()
         }
     };
-    let method = match api.method.as_deref().map(str::trim) {
-        None | Some("*") | Some("") => None,
-        Some(m) => {
-            let upper = m.to_ascii_uppercase();
-            match Method::from_bytes(upper.as_bytes()) {
-                Ok(method) => Some(method),
-                Err(_) => {
-                    errors.push(located.error("method", format!("`{m}` is not an HTTP method")));
-                    None
-                }
-            }
-        }
-    };
-    let path = match &api.path {
-        None => PathSpec::Prefix(String::new()),
-        Some(p) => {
-            if !p.is_reg_exp.0 && !p.uri.starts_with('/') {
-                errors.push(located.error("path.uri", "must start with `/`"));
-            }
-            PathSpec::from_uri(&p.uri, p.is_reg_exp.0)
-        }
-    };
-    let param_names = match path.param_names() {
-        Ok(n) => n,
-        Err(m) => {
-            errors.push(located.error("path.uri", m));
-            Vec::new()
-        }
-    };
+    let parts = route_parts(located, errors);
     let target = match &api.target {
         Some(t) => match compile_target(
             t,
@@ -75,7 +146,9 @@ pub(crate) fn compile_plain_api(
             }
         },
         None => {
-            if !answers_itself(&api.flow) {
+            let routes_answer =
+                !api.routes.is_empty() && api.routes.iter().all(|r| answers_itself(&r.flow));
+            if !answers_itself(&api.flow) && !routes_answer {
                 errors.push(located.error(
                     "",
                     "this API has no `target:` and its flow never answers (add a target or a `return` policy)",
@@ -84,37 +157,6 @@ pub(crate) fn compile_plain_api(
             None
         }
     };
-    let scope = TemplateScope {
-        path_params: param_names,
-    };
-    let path_prefix = match &api.path {
-        Some(p) if !p.is_reg_exp.0 && !p.uri.contains('{') => p.uri.as_str(),
-        _ => "",
-    };
-    // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
-    let built_in: Vec<Step> = wsdl
-        .map(|w| Step {
-            policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
-            request: true,
-            response: false,
-        })
-        .into_iter()
-        .collect();
-    let steps = compile_steps(
-        located,
-        FlowParts {
-            set,
-            consumers,
-            scope: &scope,
-            wsdl,
-            path_prefix,
-        },
-        built_in,
-        errors,
-    );
-    if errors.0.len() > before {
-        return None;
-    }
     let name: Arc<str> = match &api.name {
         Some(n) => n.as_str().into(),
         None => format!(
@@ -124,24 +166,73 @@ pub(crate) fn compile_plain_api(
         )
         .into(),
     };
-    Some((
-        RouteSpec {
-            hosts,
-            method,
-            path,
-        },
-        Api {
-            stats: turnpike_telemetry::stats::api(&name),
-            name,
-            chain: Chain::new(steps),
-            target,
-            errors: if wsdl.is_some() {
-                Some(turnpike_soap::fault::soap_faults())
-            } else if checks_soap(&api.flow) || set.globals.iter().any(|g| checks_soap(&g.value)) {
-                Some(turnpike_soap::fault::soap_aware())
-            } else {
-                None
+    let soap_errors = wsdl.is_some()
+        || checks_soap(&api.flow)
+        || api.routes.iter().any(|r| checks_soap(&r.flow))
+        || set.globals.iter().any(|g| checks_soap(&g.value));
+    let mut out = Vec::new();
+    for part in parts {
+        let param_names = match part.path.param_names() {
+            Ok(n) => n,
+            Err(m) => {
+                let key = match &part.own {
+                    Some((k, _)) => k.replace(".flow", ".path"),
+                    None => "path.uri".to_owned(),
+                };
+                errors.push(located.error(&key, m));
+                Vec::new()
+            }
+        };
+        let scope = TemplateScope {
+            path_params: param_names,
+        };
+        let path_prefix = match part.uri {
+            Some(u) if !part.regex && !u.contains('{') => u,
+            _ => "",
+        };
+        // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
+        let built_in: Vec<Step> = wsdl
+            .map(|w| Step {
+                policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
+                request: true,
+                response: false,
+            })
+            .into_iter()
+            .collect();
+        let flow_parts = FlowParts {
+            set,
+            consumers,
+            scope: &scope,
+            wsdl,
+            path_prefix,
+        };
+        let mut steps = compile_steps(located, &flow_parts, built_in, errors);
+        if let Some((key, flow)) = &part.own {
+            compile_sub_flow(located, &flow_parts, flow, key, &mut steps, errors);
+        }
+        out.push((
+            RouteSpec {
+                hosts: hosts.clone(),
+                method: part.method,
+                path: part.path,
             },
-        },
-    ))
+            Api {
+                stats: turnpike_telemetry::stats::api(&name),
+                name: name.clone(),
+                chain: Chain::new(steps),
+                target: target.clone(),
+                errors: if wsdl.is_some() {
+                    Some(turnpike_soap::fault::soap_faults())
+                } else if soap_errors {
+                    Some(turnpike_soap::fault::soap_aware())
+                } else {
+                    None
+                },
+            },
+        ));
+    }
+    if errors.0.len() > before {
+        return Vec::new();
+    }
+    out
 }

@@ -12,6 +12,7 @@ use turnpike_soap::Wsdl;
 use crate::base_dir;
 
 /// What an API's chain is compiled against.
+#[derive(Clone, Copy)]
 pub(crate) struct FlowParts<'a> {
     pub(crate) set: &'a ConfigSet,
     pub(crate) consumers: &'a Arc<Consumers>,
@@ -24,16 +25,12 @@ pub(crate) struct FlowParts<'a> {
 /// kind of API (`built_in`: OpenAPI validation, WSDL publishing), then the API's `flow`.
 pub(crate) fn compile_steps(
     located: &Located<ApiConfig>,
-    parts: FlowParts<'_>,
+    parts: &FlowParts<'_>,
     built_in: Vec<Step>,
     errors: &mut ConfigErrors,
 ) -> Vec<Step> {
     let mut steps = Vec::new();
-    let mut shared = http::Extensions::new();
-    shared.insert(Arc::clone(parts.consumers));
-    if let Some(w) = parts.wsdl {
-        shared.insert(Arc::clone(w));
-    }
+    let shared = shared(parts);
     let api_site = format!("api {}", crate::api_name(located));
     for (n, g) in parts.set.globals.iter().enumerate() {
         let site = format!("{api_site}|global {n}");
@@ -66,6 +63,39 @@ pub(crate) fn compile_steps(
         errors,
     );
     steps
+}
+
+/// What the compile stage shares with an API's policies: the consumers, the WSDL.
+fn shared(parts: &FlowParts<'_>) -> http::Extensions {
+    let mut shared = http::Extensions::new();
+    shared.insert(Arc::clone(parts.consumers));
+    if let Some(w) = parts.wsdl {
+        shared.insert(Arc::clone(w));
+    }
+    shared
+}
+
+/// Compiles the flow at `key` of an API (a route's or an operation's own flow) into steps
+/// appended to `steps`, with the API's consumers and the scope in `parts`.
+pub(crate) fn compile_sub_flow(
+    located: &Located<ApiConfig>,
+    parts: &FlowParts<'_>,
+    flow: &[turnpike_config::PolicyConfig],
+    key: &str,
+    steps: &mut Vec<Step>,
+    errors: &mut ConfigErrors,
+) {
+    let shared = shared(parts);
+    let site = format!("api {}|{key}", crate::api_name(located));
+    let ctx = CompileContext {
+        scope: parts.scope,
+        in_consumer_flow: false,
+        base_dir: base_dir(located),
+        path_prefix: parts.path_prefix,
+        shared: &shared,
+        site: &site,
+    };
+    compile_flow(flow, located, key, Direction::Both, &ctx, steps, errors);
 }
 
 pub(crate) fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {

@@ -339,8 +339,9 @@ fn compile_api(
         return openapi_api::compile_openapi_api(located, set, consumers, upstreams, errors);
     }
     api::compile_plain_api(located, wsdl, set, consumers, upstreams, errors)
-        .map(|(r, a)| vec![(r, a, None)])
-        .unwrap_or_default()
+        .into_iter()
+        .map(|(r, a)| (r, a, None))
+        .collect()
 }
 
 /// What a route matches, as a comparable key: hosts (in any order), method and path.

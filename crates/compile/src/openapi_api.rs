@@ -7,10 +7,11 @@ use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located, OpenApiSource
 use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
 use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
+use turnpike_policies::operations::OperationFlows;
 use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, Target};
 
-use crate::flow::{api_hosts, compile_steps, FlowParts};
+use crate::flow::{api_hosts, compile_steps, compile_sub_flow, FlowParts};
 use crate::target::Upstreams;
 use crate::{api_name, base_dir, compile_target, target_key, CompiledRoute};
 
@@ -92,7 +93,14 @@ pub(crate) fn compile_openapi_api(
         },
         None => None,
     };
+    if !api.routes.is_empty() {
+        errors.push(located.error(
+            "routes",
+            "an API deployed from `openapi` takes its routes from the spec; use `operations` for their flows",
+        ));
+    }
     let mut out = Vec::new();
+    let mut used = std::collections::BTreeSet::new();
     for (i, src) in api.openapi.iter().enumerate() {
         let key = format!("openapi[{i}]");
         for source in spec_sources(located, i, src, errors) {
@@ -117,24 +125,33 @@ pub(crate) fn compile_openapi_api(
             };
             let scope = TemplateScope::default();
             let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
+            let parts = FlowParts {
+                set,
+                consumers,
+                scope: &scope,
+                wsdl: None,
+                path_prefix: "",
+            };
+            let operations = operation_flows(located, &spec, &parts, &mut used, errors);
             // Always present: it routes to the spec's operations (404/405) even without validation.
+            let mut validator = OpenApiValidator::new(spec.clone(), requests, responses);
+            if operations.is_some() {
+                validator = validator.with_operations();
+            }
             let built_in = vec![Step {
-                policy: Box::new(OpenApiValidator::new(spec.clone(), requests, responses)),
+                policy: Box::new(validator),
                 request: true,
                 response: responses,
             }];
-            let mut steps = compile_steps(
-                located,
-                FlowParts {
-                    set,
-                    consumers,
-                    scope: &scope,
-                    wsdl: None,
-                    path_prefix: "",
-                },
-                built_in,
-                errors,
-            );
+            let mut steps = compile_steps(located, &parts, built_in, errors);
+            if let Some(flows) = operations {
+                let (request, response) = flows.phases();
+                steps.push(Step {
+                    policy: Box::new(flows),
+                    request,
+                    response,
+                });
+            }
             if src.mock.0 {
                 // Last: the API's own flow (auth, limits) runs before the mock answers.
                 steps.push(Step {
@@ -164,10 +181,84 @@ pub(crate) fn compile_openapi_api(
             ));
         }
     }
+    for name in api.operations.keys() {
+        if !used.contains(name.as_str()) {
+            errors.push(located.error_at_key(
+                &format!("operations.{name}"),
+                format!(
+                    "no operation of the spec is `{name}` (give an operationId, or a method and the path as the spec writes it: `GET /items/{{id}}`)"
+                ),
+            ));
+        }
+    }
     if errors.0.len() > before {
         return Vec::new();
     }
     out
+}
+
+/// The flows of `api.operations` that name operations of `spec` (by `operationId`, or by
+/// `METHOD /path` with the path as the spec writes it, with or without the base path); the names
+/// found are added to `used`. `None` when no operation of this spec has a flow.
+fn operation_flows(
+    located: &Located<ApiConfig>,
+    spec: &Spec,
+    parts: &FlowParts<'_>,
+    used: &mut std::collections::BTreeSet<String>,
+    errors: &mut ConfigErrors,
+) -> Option<OperationFlows> {
+    let configured = &located.value.operations;
+    if configured.is_empty() {
+        return None;
+    }
+    let mut any = false;
+    let mut flows = Vec::with_capacity(spec.paths.len());
+    for item in &spec.paths {
+        let mut ops = Vec::with_capacity(item.ops.len());
+        for op in &item.ops {
+            let by_path = format!("{} {}", op.method, item.template);
+            let by_full_path = format!("{} {}{}", op.method, spec.base_path, item.template);
+            let found = configured.iter().filter(|(name, _)| {
+                op.id.as_deref() == Some(name.as_str())
+                    || name.eq_ignore_ascii_case(&by_path)
+                    || name.eq_ignore_ascii_case(&by_full_path)
+            });
+            let mut steps = Vec::new();
+            let mut named = false;
+            for (name, cfg) in found {
+                used.insert(name.clone());
+                named = true;
+                let scope = TemplateScope {
+                    path_params: template_params(&item.template),
+                };
+                let op_parts = FlowParts {
+                    scope: &scope,
+                    ..*parts
+                };
+                compile_sub_flow(
+                    located,
+                    &op_parts,
+                    &cfg.flow,
+                    &format!("operations.{name}.flow"),
+                    &mut steps,
+                    errors,
+                );
+            }
+            any |= named;
+            ops.push(named.then(|| Arc::new(Chain::new(steps))));
+        }
+        flows.push(ops);
+    }
+    any.then(|| OperationFlows::new(flows))
+}
+
+/// The names of the parameters of a spec's path template (`/items/{id}` → `id`).
+fn template_params(template: &str) -> Vec<String> {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|p| p.split_once('}').map(|(name, _)| name.to_owned()))
+        .collect()
 }
 
 /// The target named by a spec's first `servers` URL (scheme and authority; the base path stays

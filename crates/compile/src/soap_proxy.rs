@@ -81,6 +81,8 @@ pub(crate) fn soap_proxy_api(
         ssl: p.ssl.clone(),
         h2c: p.h2c,
         openapi: Vec::new(),
+        operations: Default::default(),
+        routes: Vec::new(),
     };
     Some((
         Located {

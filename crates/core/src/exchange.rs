@@ -35,6 +35,17 @@ pub struct ClientCertificate {
     /// The certificate's subject, RFC 4514 form (`CN=client,O=Example`).
     pub subject: String,
 }
+/// The operation of an OpenAPI spec a request matched (indexes of the spec's path and of the
+/// operation in it); set in [`Exchange::extensions`] by the spec's validator when the response
+/// phase or an operation's own flow needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchedOperation {
+    /// Index of the path in the spec.
+    pub path: usize,
+    /// Index of the operation in the path.
+    pub op: usize,
+}
+
 /// Set in [`Exchange::extensions`] by a policy that turns a request into a call of one fixed
 /// endpoint (`wsdl2openapi`: REST in front of SOAP): the engine then sends the request to the
 /// target's base path alone, or to this path when the target has none, instead of joining the
@@ -52,6 +63,8 @@ pub struct Exchange {
     pub request_body: Body,
     /// The client's address as seen on the socket.
     pub client: SocketAddr,
+    /// True when the request came over TLS (set by the engine).
+    pub tls: bool,
     /// Path parameters bound by the route's template.
     pub params: PathParams,
     /// The URI as it was received, before any policy rewrote `request.uri` (path parameters
@@ -87,6 +100,7 @@ impl Exchange {
             request,
             request_body,
             client,
+            tls: false,
             params,
             original_uri,
             response: None,

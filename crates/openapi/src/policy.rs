@@ -11,12 +11,7 @@ use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, ProblemType};
 use crate::spec::{Found, Spec};
 use crate::validate::{self, Violation};
 
-/// The operation matched in the request phase, for the response phase.
-#[derive(Clone, Copy)]
-struct MatchedOp {
-    path: usize,
-    op: usize,
-}
+use turnpike_core::exchange::MatchedOperation as MatchedOp;
 
 /// Validates requests and/or responses against one spec.
 #[derive(Debug)]
@@ -24,6 +19,7 @@ pub struct OpenApiValidator {
     spec: Arc<Spec>,
     requests: bool,
     responses: bool,
+    operations: bool,
 }
 
 impl OpenApiValidator {
@@ -33,7 +29,16 @@ impl OpenApiValidator {
             spec,
             requests,
             responses,
+            operations: false,
         }
+    }
+
+    /// The same validator, which also records the matched operation
+    /// ([`turnpike_core::exchange::MatchedOperation`]) and its path parameters for the flows of
+    /// single operations.
+    pub fn with_operations(mut self) -> Self {
+        self.operations = true;
+        self
     }
 
     fn problem(ty: &'static ProblemType, detail: String, v: &[Violation]) -> Problem {
@@ -116,11 +121,15 @@ impl Policy for OpenApiValidator {
                 )
             }
             Found::Op(item, op, params, (path_i, op_i)) => {
-                if self.responses {
+                if self.responses || self.operations {
                     ex.extensions.insert(MatchedOp {
                         path: path_i,
                         op: op_i,
                     });
+                }
+                if self.operations {
+                    // The operations' flows read the operation's path parameters.
+                    ex.params = params.clone();
                 }
                 if !self.requests {
                     return Outcome::Continue;

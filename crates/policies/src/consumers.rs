@@ -18,7 +18,7 @@ pub struct Consumer {
     /// Its groups.
     pub groups: Vec<Arc<str>>,
     /// Its own policies, run once an auth policy identified it.
-    pub chain: Chain,
+    pub chain: Arc<Chain>,
 }
 
 /// The consumer of the current exchange, kept so that its flow's response phase can run.
@@ -60,7 +60,7 @@ impl Consumers {
             let consumer = Arc::new(Consumer {
                 name: cfg.name.as_str().into(),
                 groups: cfg.groups.iter().map(|g| g.as_str().into()).collect(),
-                chain: compile_flow(c, errors),
+                chain: Arc::new(compile_flow(c, errors)),
             });
             if let Some(key) = &cfg.credentials.api_key {
                 if out
@@ -157,39 +157,7 @@ pub fn shared(ctx: &turnpike_core::CompileContext<'_>) -> Arc<Consumers> {
 /// the response phase.
 pub(crate) fn enter(ex: &mut Exchange, consumer: &Arc<Consumer>) -> Outcome {
     ex.extensions.insert(CurrentConsumer(consumer.clone()));
-    request_from(ex, consumer.clone(), 0)
-}
-
-/// The consumer's request phase from step `from` on; a step that waits carries the rest along.
-fn request_from(ex: &mut Exchange, consumer: Arc<Consumer>, from: usize) -> Outcome {
-    match consumer.chain.run_request_from(ex, from) {
-        turnpike_core::RequestEnd::Forward => Outcome::Continue,
-        turnpike_core::RequestEnd::Answered { outcome, .. } => outcome,
-        turnpike_core::RequestEnd::Wait { at, wait } => {
-            Outcome::Wait(wait.then(move |ex, outcome| match outcome {
-                Outcome::Continue => request_from(ex, consumer, at + 1),
-                other => other,
-            }))
-        }
-    }
-}
-
-/// The consumer's response phase below step `end`; a step that waits carries the rest along.
-fn response_below(ex: &mut Exchange, consumer: Arc<Consumer>, end: usize) -> Outcome {
-    match consumer.chain.run_response_from(ex, end) {
-        turnpike_core::ResponseEnd::Done => Outcome::Continue,
-        turnpike_core::ResponseEnd::Reject(p) => Outcome::Reject(p),
-        turnpike_core::ResponseEnd::Wait { at, wait } => {
-            Outcome::Wait(wait.then(move |ex, outcome| match outcome {
-                Outcome::Continue => response_below(ex, consumer, at),
-                Outcome::Respond(r) => {
-                    ex.response = Some(r);
-                    response_below(ex, consumer, at)
-                }
-                other => other,
-            }))
-        }
-    }
+    crate::nested::request_from(ex, consumer.chain.clone(), 0)
 }
 
 /// Runs the response phase of the consumer's flow, if a consumer was identified.
@@ -197,5 +165,5 @@ pub(crate) fn leave(ex: &mut Exchange) -> Outcome {
     let Some(CurrentConsumer(c)) = ex.extensions.get::<CurrentConsumer>().cloned() else {
         return Outcome::Continue;
     };
-    response_below(ex, c, usize::MAX)
+    crate::nested::response_below(ex, c.chain.clone(), usize::MAX)
 }

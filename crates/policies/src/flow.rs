@@ -1,11 +1,12 @@
 //! Compiles a configured flow into chain steps: each policy through its registry entry, the
-//! `request:` and `response:` sub-flows that restrict the phases of what they hold, and the
-//! rules of where a policy may stand.
+//! `request:` and `response:` sub-flows that restrict the phases of what they hold, the
+//! `if:`/`choose:` conditions that hold flows of their own, and the rules of where a policy may
+//! stand.
 
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
 use turnpike_core::chain::Step;
 use turnpike_core::settings::parse_all;
-use turnpike_core::{CompileContext, PolicyKind};
+use turnpike_core::{Chain, CompileContext, PolicyKind};
 
 use crate::registry;
 
@@ -69,6 +70,22 @@ pub fn compile_flow<T>(
                         errors.push(owner.error(&join(at, &e.key), e.message));
                     }
                 }
+            }
+            continue;
+        }
+        if p.name == "if" || p.name == "choose" {
+            let nested = |flow: &[PolicyConfig], key: &str, errors: &mut ConfigErrors| {
+                let mut inner = Vec::new();
+                compile_flow(flow, owner, key, dir, ctx, &mut inner, errors);
+                Chain::new(inner)
+            };
+            if let Some(c) = crate::condition::compile(p, owner, at, ctx, errors, nested) {
+                let (request, response) = c.phases();
+                steps.push(Step {
+                    policy: Box::new(c),
+                    request,
+                    response,
+                });
             }
             continue;
         }
@@ -177,6 +194,26 @@ pub fn answers_itself(flow: &[PolicyConfig]) -> bool {
         "request" => {
             parse_all::<Vec<PolicyConfig>>(p.settings.clone()).is_ok_and(|sub| answers_itself(&sub))
         }
+        "if" => {
+            let branch = |k: &str| {
+                p.settings
+                    .get(k)
+                    .cloned()
+                    .and_then(|f| parse_all::<Vec<PolicyConfig>>(f).ok())
+                    .is_some_and(|f| answers_itself(&f))
+            };
+            branch("flow") && branch("else")
+        }
+        "choose" => p.settings.as_array().is_some_and(|entries| {
+            entries.iter().any(|e| e.get("otherwise").is_some())
+                && entries.iter().all(|e| {
+                    e.get("flow")
+                        .or_else(|| e.get("otherwise"))
+                        .cloned()
+                        .and_then(|f| parse_all::<Vec<PolicyConfig>>(f).ok())
+                        .is_some_and(|f| answers_itself(&f))
+                })
+        }),
         name => registry::find(name).is_some_and(|k| k.answers),
     })
 }

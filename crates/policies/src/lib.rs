@@ -6,6 +6,7 @@
 
 pub mod access_control;
 pub mod auth;
+pub mod condition;
 pub mod consumers;
 pub mod cors;
 pub mod delay;
@@ -13,6 +14,8 @@ pub mod flow;
 mod headers;
 mod json_protection;
 pub mod language;
+mod nested;
+pub mod operations;
 pub mod rate_limit;
 pub mod registry;
 mod respond;

@@ -34,7 +34,11 @@ pub fn names() -> String {
     POLICIES
         .iter()
         .map(|k| format!("`{}`", k.name))
-        .chain(["`request`".to_owned(), "`response`".to_owned()])
+        .chain(
+            ["request", "response", "if", "choose"]
+                .iter()
+                .map(|n| format!("`{n}`")),
+        )
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -70,6 +74,42 @@ pub fn json_schema() -> serde_json::Value {
             "additionalProperties": false
         }));
     }
+    let flow = serde_json::json!({ "type": "array", "items": { "$ref": "#/$defs/PolicyConfig" } });
+    alternatives.push(serde_json::json!({
+        "type": "object",
+        "properties": { "if": {
+            "description": "Runs `flow` when the CEL expression `test` holds, else the `else` flow.",
+            "type": "object",
+            "properties": { "test": { "type": "string" }, "flow": flow, "else": flow },
+            "required": ["test"],
+            "additionalProperties": false
+        }},
+        "required": ["if"],
+        "additionalProperties": false
+    }));
+    alternatives.push(serde_json::json!({
+        "type": "object",
+        "properties": { "choose": {
+            "description": "Runs the flow of the first `when` whose CEL test holds, else `otherwise`.",
+            "type": "array",
+            "items": { "oneOf": [
+                {
+                    "type": "object",
+                    "properties": { "when": { "type": "string" }, "flow": flow },
+                    "required": ["when"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": { "otherwise": flow },
+                    "required": ["otherwise"],
+                    "additionalProperties": false
+                }
+            ]}
+        }},
+        "required": ["choose"],
+        "additionalProperties": false
+    }));
     let mut schema = generator
         .into_root_schema_for::<turnpike_config::Document>()
         .to_value();

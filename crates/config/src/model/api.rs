@@ -52,6 +52,37 @@ pub struct ApiConfig {
     /// (one route per spec); without `target`, the spec's first `servers` URL is the target.
     #[serde(default)]
     pub openapi: Vec<OpenApiSource>,
+    /// Flows of single operations of an API deployed from `openapi`, keyed by `operationId` or
+    /// by `"METHOD /path"` as the spec writes the path; each runs after the API's `flow`.
+    #[serde(default)]
+    pub operations: std::collections::BTreeMap<String, OperationConfig>,
+    /// Several routes of one API (one name, one target, the API's `flow` shared), each with its
+    /// own method, path and flow; instead of `method` and `path`.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+/// The flow of one operation (`api.operations`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OperationConfig {
+    /// Policies run for this operation only, after the API's `flow`.
+    #[serde(default)]
+    pub flow: Vec<PolicyConfig>,
+}
+
+/// One route of an API (`api.routes`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RouteConfig {
+    /// The HTTP method (any when absent or `*`).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// A prefix (`/shop/`) or a template with parameters (`/items/{id}`, matched in full).
+    pub path: String,
+    /// Policies run for this route only, after the API's `flow`.
+    #[serde(default)]
+    pub flow: Vec<PolicyConfig>,
 }
 
 /// The path an API matches.

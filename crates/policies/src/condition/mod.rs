@@ -1,0 +1,309 @@
+//! Conditions: `if` (a test, a flow, an optional `else` flow) and `choose` (the first `when`
+//! whose test holds, or `otherwise`). Tests are CEL expressions, parsed by the `cel` crate,
+//! then type-checked and compiled at load into an evaluation tree over the exchange
+//! ([`check`], [`eval`]).
+//!
+//! As in Membrane, a test is evaluated in each phase: in the request phase to pick the branch
+//! whose request phase runs, in the response phase (where `response` is set) to pick the branch
+//! whose response phase runs. An evaluation error (a missing header or claim, a value of the
+//! wrong type at run time) makes the test false.
+
+mod check;
+mod eval;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use turnpike_config::{ConfigError, ConfigErrors, Located, PolicyConfig};
+use turnpike_core::settings::parse_all;
+use turnpike_core::{BodyNeed, Chain, CompileContext, Exchange, Outcome, Policy};
+
+use crate::nested::{self, Needs};
+
+/// A compiled test.
+#[derive(Debug)]
+pub struct Condition {
+    source: Box<str>,
+    node: eval::Node,
+    scope: eval::Scope,
+}
+
+impl Condition {
+    /// Compiles `source` against the path parameters of the route and the environment; the
+    /// error says where in the expression (line, column) and what.
+    pub fn compile(
+        source: &str,
+        path_params: &[String],
+        env: Arc<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, ExprError> {
+        let program = cel::Env::stdlib().compile(source).map_err(|es| {
+            let e = es.errors.first();
+            ExprError {
+                line: e.map_or(1, |e| e.pos.0.max(1) as u32),
+                column: e.map_or(1, |e| e.pos.1.max(0) as u32 + 1),
+                message: e.map_or_else(|| "invalid expression".to_owned(), |e| e.msg.clone()),
+            }
+        })?;
+        let scope = eval::Scope {
+            path_params: path_params.into(),
+            env,
+        };
+        let node = check::compile(program.expression(), &scope).map_err(|e| {
+            let start = program
+                .source_info()
+                .offset_for(e.id)
+                .map_or(0, |(s, _)| s as usize);
+            let (line, column) = line_column(source, start);
+            ExprError {
+                line,
+                column,
+                message: e.message,
+            }
+        })?;
+        Ok(Condition {
+            source: source.into(),
+            node,
+            scope,
+        })
+    }
+
+    /// Evaluates the test on the exchange: true only when it evaluates to `true` (an
+    /// evaluation error is false, and logged at debug level).
+    pub fn holds(&self, ex: &Exchange) -> bool {
+        match eval::test(&self.node, ex, &self.scope) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!(test = %self.source, reason = e.0, "condition is false: evaluation failed");
+                false
+            }
+        }
+    }
+}
+
+/// Where a byte offset of `source` is (1-based line and column, in characters).
+fn line_column(source: &str, offset: usize) -> (u32, u32) {
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line as u32, column as u32)
+}
+
+/// An error in an expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    /// 1-based line in the expression.
+    pub line: u32,
+    /// 1-based column in the expression.
+    pub column: u32,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// `if` and `choose` compiled: the branches in order, the last one without a test when there is
+/// an `else`/`otherwise`.
+#[derive(Debug)]
+pub struct Choose {
+    name: &'static str,
+    branches: Vec<(Option<Condition>, Arc<Chain>)>,
+    needs: Needs,
+}
+
+impl Choose {
+    /// The phases the step takes part in (those of its branches).
+    pub fn phases(&self) -> (bool, bool) {
+        (self.needs.request, self.needs.response)
+    }
+
+    fn pick(&self, ex: &Exchange) -> Option<&Arc<Chain>> {
+        self.branches
+            .iter()
+            .find(|(c, _)| c.as_ref().is_none_or(|c| c.holds(ex)))
+            .map(|(_, chain)| chain)
+    }
+}
+
+impl Policy for Choose {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        self.needs.body
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        self.needs.response_body
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.needs.files.clone()
+    }
+
+    fn secret_fields(&self) -> turnpike_core::policy::SecretFields {
+        self.needs.secrets.clone()
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        match self.pick(ex) {
+            Some(chain) => nested::request_from(ex, chain.clone(), 0),
+            None => Outcome::Continue,
+        }
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        match self.pick(ex) {
+            Some(chain) => nested::response_below(ex, chain.clone(), usize::MAX),
+            None => Outcome::Continue,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IfSettings {
+    test: String,
+    #[serde(default)]
+    flow: Vec<PolicyConfig>,
+    #[serde(default, rename = "else")]
+    otherwise: Option<Vec<PolicyConfig>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WhenSettings {
+    when: Option<String>,
+    #[serde(default)]
+    flow: Vec<PolicyConfig>,
+    otherwise: Option<Vec<PolicyConfig>>,
+}
+
+/// Compiles the `if:` or `choose:` entry at key `at` of `owner`; `compile` compiles a nested
+/// flow (at its key) into a chain.
+pub(crate) fn compile<T>(
+    p: &PolicyConfig,
+    owner: &Located<T>,
+    at: &str,
+    ctx: &CompileContext<'_>,
+    errors: &mut ConfigErrors,
+    mut compile: impl FnMut(&[PolicyConfig], &str, &mut ConfigErrors) -> Chain,
+) -> Option<Choose> {
+    let before = errors.0.len();
+    let env = check::environment();
+    let params = &ctx.scope.path_params;
+    let test = |source: &str, key: &str, errors: &mut ConfigErrors| match Condition::compile(
+        source,
+        params,
+        env.clone(),
+    ) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            errors.push(expression_error(owner, key, source, &e));
+            None
+        }
+    };
+    let mut branches = Vec::new();
+    let name = match p.name.as_str() {
+        "if" => {
+            let s: IfSettings = match parse_all(p.settings.clone()) {
+                Ok(s) => s,
+                Err(es) => return settings_errors(owner, at, es, errors),
+            };
+            let cond = test(&s.test, &format!("{at}.test"), errors);
+            let chain = compile(&s.flow, &format!("{at}.flow"), errors);
+            branches.push((cond, Arc::new(chain)));
+            if let Some(e) = &s.otherwise {
+                branches.push((None, Arc::new(compile(e, &format!("{at}.else"), errors))));
+            }
+            "if"
+        }
+        _ => {
+            let list: Vec<WhenSettings> = match parse_all(p.settings.clone()) {
+                Ok(s) => s,
+                Err(es) => return settings_errors(owner, at, es, errors),
+            };
+            let n = list.len();
+            for (i, w) in list.iter().enumerate() {
+                let key = format!("{at}[{i}]");
+                match (&w.when, &w.otherwise) {
+                    (Some(source), None) => {
+                        let cond = test(source, &format!("{key}.when"), errors);
+                        let chain = compile(&w.flow, &format!("{key}.flow"), errors);
+                        branches.push((cond, Arc::new(chain)));
+                    }
+                    (None, Some(flow)) if w.flow.is_empty() => {
+                        if i + 1 != n {
+                            errors.push(owner.error(&key, "`otherwise` must be the last entry"));
+                        }
+                        let chain = compile(flow, &format!("{key}.otherwise"), errors);
+                        branches.push((None, Arc::new(chain)));
+                    }
+                    _ => errors.push(owner.error(
+                        &key,
+                        "each entry of `choose` is either `when` with a `flow`, or `otherwise`",
+                    )),
+                }
+            }
+            "choose"
+        }
+    };
+    if errors.0.len() > before {
+        return None;
+    }
+    let needs = Needs::of(branches.iter().map(|(_, c)| &**c));
+    Some(Choose {
+        name,
+        branches,
+        needs,
+    })
+}
+
+fn settings_errors<T, R>(
+    owner: &Located<T>,
+    at: &str,
+    es: Vec<turnpike_core::CompileError>,
+    errors: &mut ConfigErrors,
+) -> Option<R> {
+    for e in es {
+        let key = if e.key.is_empty() {
+            at.to_owned()
+        } else if e.key.starts_with('[') {
+            format!("{at}{}", e.key)
+        } else {
+            format!("{at}.{}", e.key)
+        };
+        errors.push(if e.at_key {
+            owner.error_at_key(&key, e.message)
+        } else {
+            owner.error(&key, e.message)
+        });
+    }
+    None
+}
+
+/// An error in the expression at `key`: the location is the expression's own, moved to the
+/// offending character when the expression is written on one line.
+fn expression_error<T>(owner: &Located<T>, key: &str, source: &str, e: &ExprError) -> ConfigError {
+    let full = owner.join(key);
+    let loc = owner.origin.at(&full);
+    let mut location = loc;
+    if !source.contains('\n') && e.line == 1 && location.line > 0 {
+        // A quoted scalar starts one column before its text.
+        let quoted = std::fs::read_to_string(&location.file)
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .nth(location.line as usize - 1)
+                    .and_then(|l| l.chars().nth(location.column as usize - 1))
+            })
+            .is_some_and(|c| c == '"' || c == '\'');
+        location.column += e.column - 1 + u32::from(quoted);
+    }
+    ConfigError::new(
+        location,
+        format!(
+            "{} (line {}, column {} of the expression)",
+            e.message, e.line, e.column
+        ),
+    )
+}

@@ -1,0 +1,186 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use turnpike_core::exchange::{ClientCertificate, Identity, PathParams};
+use turnpike_core::Exchange;
+
+use super::Condition;
+use crate::testutil::exchange;
+
+fn env() -> Arc<HashMap<String, String>> {
+    Arc::new(HashMap::from([("STAGE".to_owned(), "prod".to_owned())]))
+}
+
+fn cond(src: &str) -> Condition {
+    Condition::compile(src, &["id".to_owned()], env()).unwrap_or_else(|e| panic!("{src}: {e:?}"))
+}
+
+fn error(src: &str) -> super::ExprError {
+    match Condition::compile(src, &["id".to_owned()], env()) {
+        Ok(_) => panic!("`{src}` compiled"),
+        Err(e) => e,
+    }
+}
+
+/// GET /items/42?page=2&q=a+b from 198.51.100.7, with an identity and a certificate.
+fn full() -> Exchange {
+    let mut ex = exchange(
+        "GET",
+        "/items/42?page=2&q=a+b",
+        &[
+            ("X-Tier", "gold"),
+            ("host", "api.example.com:8443"),
+            ("x-n", "7"),
+        ],
+        "",
+    );
+    ex.params = PathParams::from_slice(&[(7, 9)]);
+    ex.tls = true;
+    let claims: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+        r#"{"sub":"u1","admin":true,"level":3,"roles":["a","b"],"org":{"name":"acme"}}"#,
+    )
+    .unwrap();
+    ex.extensions.insert(Identity {
+        consumer: Some("alice".into()),
+        groups: vec!["gold".into(), "beta".into()],
+        subject: Some("u1".into()),
+        scopes: Vec::new(),
+        claims: Some(Arc::new(claims)),
+    });
+    ex.extensions.insert(ClientCertificate {
+        subject: "CN=client,O=Example".into(),
+    });
+    ex
+}
+
+#[test]
+fn every_variable() {
+    let ex = full();
+    for src in [
+        r#"request.method == "GET""#,
+        r#"request.path == "/items/42""#,
+        r#"request.path.startsWith("/items/")"#,
+        r#"request.query["page"] == "2" && request.query.q == "a b""#,
+        r#"request.headers["x-tier"] == "gold""#,
+        r#"request.headers["X-Tier"] == "gold""#,
+        r#""x-tier" in request.headers && !("x-none" in request.headers)"#,
+        r#"has(request.headers.host)"#,
+        r#"request.host == "api.example.com""#,
+        r#"request.scheme == "https""#,
+        r#"client.ip == "198.51.100.7""#,
+        r#"client.certSubject.contains("CN=client")"#,
+        r#"consumer.name == "alice" && "gold" in consumer.groups"#,
+        r#"size(consumer.groups) == 2 && consumer.groups[1] == "beta""#,
+        r#"jwt.sub == "u1" && jwt["admin"] && jwt.level >= 3"#,
+        r#""b" in jwt.roles && jwt.org.name == "acme""#,
+        r#"path.id == "42" && int(path["id"]) > 40"#,
+        r#"env.STAGE == "prod" && !("NOPE" in env)"#,
+        r#"int(request.headers["x-n"]) * 2 == 14"#,
+        r#"request.method in ["GET", "HEAD"]"#,
+        r#"request.path.matches("^/items/[0-9]+$")"#,
+        r#"request.headers["x-tier"].upperAscii() == "GOLD""#,
+        r#"(request.method == "POST" ? 1 : 2) == 2"#,
+        r#"string(jwt.level) + "x" == "3x""#,
+        r#"-jwt.level < 0 && double(jwt.level) == 3.0 && jwt.level == 3u"#,
+    ] {
+        assert!(cond(src).holds(&ex), "{src}");
+    }
+    for src in [
+        r#"request.method == "POST""#,
+        r#"request.headers["x-tier"] == "silver""#,
+        r#""admin" in consumer.groups"#,
+        r#"request.path.endsWith("/43")"#,
+    ] {
+        assert!(!cond(src).holds(&ex), "{src}");
+    }
+}
+
+#[test]
+fn response_variables_in_the_response_phase_only() {
+    let mut ex = full();
+    let c = cond(r#"response.status >= 500 && response.headers["retry-after"] == "3""#);
+    // In the request phase there is no response: the test is false.
+    assert!(!c.holds(&ex));
+    ex.response = Some(
+        http::Response::builder()
+            .status(503)
+            .header("Retry-After", "3")
+            .body(turnpike_core::Body::Empty)
+            .unwrap(),
+    );
+    assert!(c.holds(&ex));
+}
+
+#[test]
+fn evaluation_errors_are_false_and_logic_short_circuits() {
+    let ex = exchange("GET", "/", &[], "");
+    // A missing header is an error: false, either way round.
+    assert!(!cond(r#"request.headers["x-tier"] == "gold""#).holds(&ex));
+    assert!(!cond(r#"request.headers["x-tier"] != "gold""#).holds(&ex));
+    // CEL's commutative && and ||: a false (true) side decides even when the other fails.
+    assert!(!cond(r#"request.headers["x"] == "1" && false"#).holds(&ex));
+    assert!(cond(r#"request.headers["x"] == "1" || true"#).holds(&ex));
+    assert!(cond(r#"!("x" in request.headers) || int(request.headers["x"]) > 3"#).holds(&ex));
+    assert!(!cond(r#"has(request.headers.x) && int(request.headers.x) > 3"#).holds(&ex));
+    // No JWT: claims are missing.
+    assert!(!cond(r#"jwt.sub == "u1""#).holds(&ex));
+    // An overflow is an error.
+    assert!(!cond("9223372036854775807 + size(request.path) > 0").holds(&ex));
+}
+
+#[test]
+fn type_errors_at_load_point_into_the_expression() {
+    let e = error(r#"request.method == 1"#);
+    assert!(
+        e.message.contains("string is never equal to a int"),
+        "{e:?}"
+    );
+    assert_eq!((e.line, e.column), (1, 16), "{e:?}");
+    let e = error(r#"request.method == "GET" && request.colour == "red""#);
+    assert!(
+        e.message.contains("`request` has no field `colour`"),
+        "{e:?}"
+    );
+    assert_eq!(e.column, 35, "{e:?}");
+    let e = error("requests.method == \"GET\"");
+    assert!(e.message.contains("unknown variable `requests`"), "{e:?}");
+    let e = error(r#"request.path"#);
+    assert!(e.message.contains("must be a bool"), "{e:?}");
+    let e = error(r#"request.headers && true"#);
+    assert!(e.message.contains("needs a bool"), "{e:?}");
+    let e = error(r#"path.name == "x""#);
+    assert!(
+        e.message.contains("no parameter `name` (it has: id)"),
+        "{e:?}"
+    );
+    let e = error(r#"request.path.matches(request.method)"#);
+    assert!(e.message.contains("string literal"), "{e:?}");
+    let e = error(r#"request.path.matches("(")"#);
+    assert!(e.message.contains("invalid pattern"), "{e:?}");
+    let e = error(r#"request.path < 3"#);
+    assert!(e.message.contains("cannot be ordered"), "{e:?}");
+    let e = error(r#"request == 1"#);
+    assert!(e.message.contains("not a value"), "{e:?}");
+    let e = error(r#"consumer.groups.exists(g, g == "x")"#);
+    assert!(e.message.contains("not supported"), "{e:?}");
+    let e = error(r#"request.path.startsWith(1)"#);
+    assert!(e.message.contains("does not take a int"), "{e:?}");
+    let e = error(r#"1 in request.headers"#);
+    assert!(e.message.contains("keys are strings"), "{e:?}");
+    let e = error(r#"nosuch(1)"#);
+    assert!(e.message.contains("unknown function `nosuch`"), "{e:?}");
+    // A syntax error from the parser, with its place.
+    let e = error("request.method ==");
+    assert_eq!(e.line, 1, "{e:?}");
+    // On the second line of the expression.
+    let e = error("request.method == \"GET\" &&\n  request.nope");
+    assert_eq!((e.line, e.column), (2, 10), "{e:?}");
+}
+
+#[test]
+fn claims_are_dynamic() {
+    let ex = full();
+    // A claim's type is only known at run time: a wrong type is false, not a load error.
+    assert!(!cond(r#"jwt.sub > 3"#).holds(&ex));
+    assert!(cond(r#"jwt.roles == ["a", "b"]"#).holds(&ex));
+}
