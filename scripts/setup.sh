@@ -63,3 +63,9 @@ if [ "$mode" = "--test" ]; then
 else
   cargo build --release --locked -p turnpike
 fi
+
+if [ "$mode" != "--test" ] && python3 -m pip --version >/dev/null 2>&1; then
+  # The `turnpike_policy` package that `python` policies are written with.
+  python3 -m pip install --quiet --disable-pip-version-check ./python \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages ./python
+fi

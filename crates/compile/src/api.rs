@@ -6,6 +6,7 @@ use http::Method;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
 use turnpike_core::router::{HostPattern, PathSpec};
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
+use turnpike_policies::python::Executors;
 use turnpike_policies::{answers_itself, checks_soap, Consumers};
 use turnpike_snapshot::Api;
 use turnpike_soap::{Wsdl, WsdlPublisher};
@@ -112,6 +113,7 @@ pub(crate) fn compile_plain_api(
     wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    python: &Arc<Executors>,
     upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Vec<(RouteSpec, Api)> {
@@ -205,6 +207,7 @@ pub(crate) fn compile_plain_api(
             scope: &scope,
             wsdl,
             path_prefix,
+            python,
         };
         let mut steps = compile_steps(located, &flow_parts, built_in, errors);
         if let Some((key, flow)) = &part.own {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located};
 use turnpike_core::router::HostPattern;
 use turnpike_core::{Chain, CompileContext, Step, TemplateScope};
+use turnpike_policies::python::Executors;
 use turnpike_policies::{compile_flow, Consumers, Direction};
 use turnpike_soap::Wsdl;
 
@@ -19,6 +20,7 @@ pub(crate) struct FlowParts<'a> {
     pub(crate) scope: &'a TemplateScope,
     pub(crate) wsdl: Option<&'a Arc<Wsdl>>,
     pub(crate) path_prefix: &'a str,
+    pub(crate) python: &'a Arc<Executors>,
 }
 
 /// The steps of an API's chain: the global policies, then the gateway's own steps for this
@@ -69,6 +71,7 @@ pub(crate) fn compile_steps(
 fn shared(parts: &FlowParts<'_>) -> http::Extensions {
     let mut shared = http::Extensions::new();
     shared.insert(Arc::clone(parts.consumers));
+    shared.insert(Arc::clone(parts.python));
     if let Some(w) = parts.wsdl {
         shared.insert(Arc::clone(w));
     }
@@ -98,8 +101,13 @@ pub(crate) fn compile_sub_flow(
     compile_flow(flow, located, key, Direction::Both, &ctx, steps, errors);
 }
 
-pub(crate) fn compile_consumers(set: &ConfigSet, errors: &mut ConfigErrors) -> Consumers {
-    let none = http::Extensions::new();
+pub(crate) fn compile_consumers(
+    set: &ConfigSet,
+    python: &Arc<Executors>,
+    errors: &mut ConfigErrors,
+) -> Consumers {
+    let mut none = http::Extensions::new();
+    none.insert(Arc::clone(python));
     let scope = TemplateScope::default();
     Consumers::compile(
         &set.consumers,

@@ -26,6 +26,7 @@ use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Router, Step};
 use turnpike_openapi::docs::ApiDocs;
 use turnpike_openapi::Spec;
+use turnpike_policies::python::{Executors, PythonSetup};
 pub use turnpike_policies::registry::json_schema;
 use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, ListenerRoutes, Snapshot};
@@ -103,7 +104,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             errors.push(origin.error("gateway.limits.maxConnectionsPerIp", "must be at least 1"));
         }
     }
-    let consumers = Arc::new(flow::compile_consumers(set, &mut errors));
+    let python = Executors::new(python_setup(set, &mut errors));
+    let consumers = Arc::new(flow::compile_consumers(set, &python, &mut errors));
     let upstreams = compile_upstreams(set, &mut errors);
     check_api_names(set, &mut errors);
     if let Err(e) = admin::admin_settings(set) {
@@ -128,9 +130,15 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
-        for (spec, api, openapi) in
-            compile_api(located, wsdl, set, &consumers, &upstreams, &mut errors)
-        {
+        for (spec, api, openapi) in compile_api(
+            located,
+            wsdl,
+            set,
+            &consumers,
+            &python,
+            &upstreams,
+            &mut errors,
+        ) {
             let here = located.origin.key_at(&located.key);
             match first_at.entry((addr, route_key(&spec))) {
                 std::collections::hash_map::Entry::Occupied(first) => {
@@ -159,6 +167,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             }
         }
     }
+    // The Python policies' executors load every module and class (or say why not).
+    python.start(&mut errors);
     // Every port with OpenAPI-deployed APIs serves their documents under `/api-docs`.
     for (addr, specs) in &specs_by_addr {
         let docs = ApiDocs::new(specs);
@@ -257,6 +267,41 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     })
 }
 
+/// `gateway.python`, resolved: folders relative to the file it is written in.
+fn python_setup(set: &ConfigSet, errors: &mut ConfigErrors) -> PythonSetup {
+    let mut setup = PythonSetup::default();
+    let (Some(p), Some(origin)) = (&set.gateway.python, &set.gateway_origin) else {
+        return setup;
+    };
+    let dir = origin.file.parent().unwrap_or(std::path::Path::new("."));
+    if let Some(i) = &p.interpreter {
+        setup.interpreter = i.clone();
+    }
+    setup.path = p
+        .path
+        .iter()
+        .map(|d| {
+            let d = dir.join(d);
+            std::fs::canonicalize(&d).unwrap_or(d)
+        })
+        .collect();
+    for (i, d) in setup.path.iter().enumerate() {
+        if !d.is_dir() {
+            errors.push(origin.error(
+                &format!("gateway.python.path[{i}]"),
+                format!("{} is not a folder", d.display()),
+            ));
+        }
+    }
+    match p.workers {
+        Some(0) => errors.push(origin.error("gateway.python.workers", "must be at least 1")),
+        Some(n) => setup.workers = n,
+        None => {}
+    }
+    setup.place = Some(origin.at("gateway.python"));
+    setup
+}
+
 /// An API `name` is given to one API only (the admin API and the logs address APIs by it).
 fn check_api_names(set: &ConfigSet, errors: &mut ConfigErrors) {
     let mut at: HashMap<&str, turnpike_config::Location> = HashMap::new();
@@ -332,13 +377,16 @@ fn compile_api(
     wsdl: Option<&Arc<Wsdl>>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    python: &Arc<Executors>,
     upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
     if !located.value.openapi.is_empty() {
-        return openapi_api::compile_openapi_api(located, set, consumers, upstreams, errors);
+        return openapi_api::compile_openapi_api(
+            located, set, consumers, python, upstreams, errors,
+        );
     }
-    api::compile_plain_api(located, wsdl, set, consumers, upstreams, errors)
+    api::compile_plain_api(located, wsdl, set, consumers, python, upstreams, errors)
         .into_iter()
         .map(|(r, a)| (r, a, None))
         .collect()

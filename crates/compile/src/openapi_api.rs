@@ -8,6 +8,7 @@ use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
 use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
 use turnpike_policies::operations::OperationFlows;
+use turnpike_policies::python::Executors;
 use turnpike_policies::Consumers;
 use turnpike_snapshot::{Api, Target};
 
@@ -59,6 +60,7 @@ pub(crate) fn compile_openapi_api(
     located: &Located<ApiConfig>,
     set: &ConfigSet,
     consumers: &Arc<Consumers>,
+    python: &Arc<Executors>,
     upstreams: &Upstreams,
     errors: &mut ConfigErrors,
 ) -> Vec<CompiledRoute> {
@@ -131,6 +133,7 @@ pub(crate) fn compile_openapi_api(
                 scope: &scope,
                 wsdl: None,
                 path_prefix: "",
+                python,
             };
             let operations = operation_flows(located, &spec, &parts, &mut used, errors);
             // Always present: it routes to the spec's operations (404/405) even without validation.

@@ -65,6 +65,8 @@ pub struct Exchange {
     pub client: SocketAddr,
     /// True when the request came over TLS (set by the engine).
     pub tls: bool,
+    /// The request's id (set by the engine; empty outside it), for logs.
+    pub request_id: http::HeaderValue,
     /// Path parameters bound by the route's template.
     pub params: PathParams,
     /// The URI as it was received, before any policy rewrote `request.uri` (path parameters
@@ -101,6 +103,7 @@ impl Exchange {
             request_body,
             client,
             tls: false,
+            request_id: http::HeaderValue::from_static(""),
             params,
             original_uri,
             response: None,

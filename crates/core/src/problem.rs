@@ -106,6 +106,8 @@ pub mod types {
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.
         POLICY_TIMEOUT = ("policy-timeout", GATEWAY_TIMEOUT, "A policy did not finish in time", "policy timeout");
+        /// A policy failed: a Python policy raised, or its executor went away.
+        POLICY_FAILED = ("policy-failed", INTERNAL_SERVER_ERROR, "A policy failed", "policy failed");
         /// Admin API: the document, or the configuration it would make, has errors (listed in
         /// `errors`, each with `file`, `line`, `column`, `key` and `message`).
         INVALID_DOCUMENT = ("invalid-document", UNPROCESSABLE_ENTITY, "The configuration would not be valid", "invalid document");

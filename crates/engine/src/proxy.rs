@@ -237,6 +237,7 @@ pub async fn serve(
         let body = phase!('phases, served, read_body(settings, &mut parts, body).await);
         let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
         ex.tls = ctx.conn.tls;
+        ex.request_id = served.request_id.clone();
         if trace.is_some() {
             ex.step_times = Some(Vec::new());
         }

@@ -111,6 +111,12 @@ pub fn compile_flow<T>(
         };
         match (kind.compile)(p.settings.clone(), &step_ctx) {
             Ok(policy) => {
+                if kind.name == "python" {
+                    // Where the policy is written, for errors when its executor loads it.
+                    if let Some(x) = ctx.get::<std::sync::Arc<crate::python::Executors>>() {
+                        x.place(&site, owner.origin.at(&owner.join(at)));
+                    }
+                }
                 let (request, response) = dir.phases(kind);
                 steps.push(Step {
                     policy,

@@ -16,6 +16,7 @@ mod json_protection;
 pub mod language;
 mod nested;
 pub mod operations;
+pub mod python;
 pub mod rate_limit;
 pub mod registry;
 mod respond;

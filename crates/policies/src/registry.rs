@@ -22,6 +22,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<turnpike_soap::XmlProtection>(),
     PolicyKind::of::<turnpike_soap::WsdlValidator>(),
     PolicyKind::of::<turnpike_soap::Wsdl2OpenApi>(),
+    PolicyKind::of::<crate::python::Python>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -29,6 +29,25 @@ pub struct GatewaySettings {
     /// records.
     #[serde(default)]
     pub request_id: Option<RequestIdSettings>,
+    /// The Python executors that run `python` policies.
+    #[serde(default)]
+    pub python: Option<PythonSettings>,
+}
+
+/// `gateway.python`: how the executors of `python` policies run.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PythonSettings {
+    /// The interpreter, found on `PATH` unless a path (a virtualenv's `bin/python` works);
+    /// `python3` by default. It must have the `turnpike_policy` package (`pip install ./python`).
+    #[serde(default)]
+    pub interpreter: Option<String>,
+    /// Folders put in front of `sys.path`, relative to the file this is written in.
+    #[serde(default)]
+    pub path: Vec<String>,
+    /// Executor processes (default 1).
+    #[serde(default)]
+    pub workers: Option<usize>,
 }
 
 /// `accessLog`: on, off, or how.
