@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""What one feature costs over plain proxying, in one run: turnpike with each case's config and
+with the plain proxy config, interleaved round by round, one worker on CPU 1, wrk and the nginx
+backend (bench/configs/nginx-backend.conf) on CPU 0, and nginx proxying for reference.
+
+Per case: median req/s and CPU µs per request (schedstat of every thread of the gateway and of
+its child processes, such as Python executors) and the ratio to plain proxying.
+
+Usage: bench/overhead.py --set NAME [--rounds N] [--duration S] [--turnpike PATH] [--out FILE]
+Sets: conditions (if/choose, per-operation flows, Python policies), telemetry (metrics,
+tracing, the store of recent exchanges), ratelimit (local, Redis exact and local-sync).
+Needs nginx, wrk, taskset; redis-server for `ratelimit`; python3 for `conditions`.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+FRUITSHOP = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "openapi", "fruitshop-v2-2-0.oas.yml"))
+SUT_CPU, LOAD_CPU = "1", "0"
+PORT, BACKEND, NGINX_PORT, REDIS_PORT, COLLECTOR_PORT = 2001, 2010, 2021, 2079, 2090
+
+HEAD = "gateway: {{ threads: 1, accessLog: false{extra} }}\n---\n"
+API = "api:\n  port: %d\n  ip: 127.0.0.1\n{body}  target: {{ host: 127.0.0.1, port: %d }}\n" % (PORT, BACKEND)
+
+POLICIES_PY = '''
+from turnpike_policy import Policy
+
+
+class SetOne(Policy):
+    def on_request(self, request):
+        request.headers["x-py"] = "1"
+
+
+class Nothing(Policy):
+    def on_request(self, request):
+        pass
+'''
+
+
+def api(body, gateway_extra=""):
+    return HEAD.format(extra=gateway_extra) + API.format(body=body)
+
+
+def cases(name, tmp):
+    """(label, config text, path, headers) of each case of a set; the first is the reference."""
+    plain = ("plain proxy", api(""), "/items/7", [])
+    if name == "conditions":
+        pol = os.path.join(tmp, "policies")
+        os.makedirs(pol, exist_ok=True)
+        with open(os.path.join(pol, "bench_policies.py"), "w") as f:
+            f.write(POLICIES_PY)
+        package = os.path.join(REPO, "python")
+        wrapper = os.path.join(tmp, "python")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nPYTHONPATH=%s exec python3 \"$@\"\n" % package)
+        os.chmod(wrapper, 0o755)
+        py = ', python: { interpreter: "%s", path: [ "%s" ], workers: 1 }' % (wrapper, pol)
+        set_header = "  flow: [ { setHeader: { name: X-Lane, value: fast } } ]\n"
+        cond = ("  flow:\n    - if:\n        test: 'request.headers[\"x-tier\"] == \"gold\" && request.method != \"DELETE\"'\n"
+                "        flow: [ { setHeader: { name: X-Lane, value: fast } } ]\n"
+                "        else: [ { setHeader: { name: X-Lane, value: slow } } ]\n")
+        spec = "  openapi: [ { location: %s } ]\n" % FRUITSHOP
+        ops_api_flow = spec + "  flow: [ { setHeader: { name: X-Op, value: get } } ]\n"
+        ops_own = spec + "  operations:\n    getProduct:\n      flow: [ { setHeader: { name: X-Op, value: get } } ]\n"
+        gold = [("X-Tier", "gold")]
+        return [
+            plain,
+            ("setHeader", api(set_header), "/items/7", gold),
+            ("if (2-clause CEL) + setHeader", api(cond), "/items/7", gold),
+            ("openapi, setHeader in the API's flow", api(ops_api_flow), "/shop/v2/products/7", []),
+            ("openapi, setHeader in the operation's flow", api(ops_own), "/shop/v2/products/7", []),
+            ("python: a no-op policy", api("  flow: [ { python: { module: bench_policies, class: Nothing } } ]\n", py), "/items/7", []),
+            ("python: sets one header", api("  flow: [ { python: { module: bench_policies, class: SetOne } } ]\n", py), "/items/7", []),
+        ]
+    if name == "telemetry":
+        def tel(body):
+            return api("") + "---\ntelemetry:\n" + body
+        off = "  metrics: { enabled: false }\n  exchangeStore: { size: 0 }\n"
+        trace = "  tracing: { endpoint: http://127.0.0.1:%d, sampling: { ratio: %s } }\n"
+        return [
+            ("metrics and exchange store off", tel(off), "/items/7", []),
+            ("metrics on (default)", tel("  exchangeStore: { size: 0 }\n"), "/items/7", []),
+            ("exchange store on (default: 1000)", tel("  metrics: { enabled: false }\n"), "/items/7", []),
+            ("both on (the defaults)", api(""), "/items/7", []),
+            ("defaults + tracing 1% (collector down)", tel(trace % (COLLECTOR_PORT, "1%")), "/items/7", []),
+            ("defaults + tracing 100% (collector down)", tel(trace % (COLLECTOR_PORT, "100%")), "/items/7", []),
+        ]
+    if name == "ratelimit":
+        lim = "  flow: [ { rateLimiter: { requestLimit: 1000000000, requestLimitDuration: PT1M, key: ip%s } } ]\n"
+        redis = ", store: { redis: { url: redis://127.0.0.1:%d/0, timeout: 50ms } }" % REDIS_PORT
+        return [
+            plain,
+            ("rateLimiter, local", api(lim % ""), "/items/7", []),
+            ("rateLimiter, Redis exact", api(lim % (redis + ", mode: exact")), "/items/7", []),
+            ("rateLimiter, Redis local-sync 100ms", api(lim % (redis + ", mode: local-sync, syncInterval: 100ms")), "/items/7", []),
+        ]
+    sys.exit("unknown set %s" % name)
+
+
+def tree_cpu_ns(pid):
+    """CPU time of every live thread of `pid` and of its descendants."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir("/proc/%d/task" % p):
+                try:
+                    with open("/proc/%d/task/%s/schedstat" % (p, tid)) as f:
+                        total += int(f.read().split()[0])
+                except (OSError, ValueError):
+                    pass
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return total
+
+
+def wait_200(url, headers, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            req = urllib.request.Request(url, headers=dict(headers))
+            with urllib.request.urlopen(req, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    sys.exit("%s did not answer 200" % url)
+
+
+def wrk(url, headers, seconds, lua=None):
+    cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds]
+    for k, v in headers:
+        cmd += ["-H", "%s: %s" % (k, v)]
+    cmd.append(url)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    total = re.search(r"(\d+) requests in", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return float(m.group(1)), int(total.group(1)), int(non2xx.group(1)) if non2xx else 0
+
+
+def run_case(cmd, url, headers, seconds, env=None):
+    proc = subprocess.Popen(["taskset", "-c", SUT_CPU] + cmd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_200(url, headers)
+        wrk(url, headers, 1)
+        time.sleep(0.2)
+        before = tree_cpu_ns(proc.pid)
+        rps, n, errors = wrk(url, headers, seconds)
+        cpu = tree_cpu_ns(proc.pid) - before
+        return {"rps": rps, "cpu_us": cpu / 1000 / max(n, 1), "errors": errors}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", required=True, choices=["conditions", "telemetry", "ratelimit"])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=8)
+    ap.add_argument("--turnpike", default=os.path.join(REPO, "target", "release", "turnpike"))
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    for tool in ["nginx", "wrk", "taskset"]:
+        if not shutil.which(tool):
+            sys.exit("missing %s (bench/install-deps.sh)" % tool)
+    tmp = tempfile.mkdtemp(prefix="turnpike-overhead.")
+    procs = []
+    try:
+        os.makedirs(os.path.join(tmp, "backend"))
+        procs.append(subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", os.path.join(tmp, "backend") + "/",
+                                       "-c", os.path.join(BENCH, "configs", "nginx-backend.conf"),
+                                       "-e", os.path.join(tmp, "backend", "error.log")]))
+        wait_200("http://127.0.0.1:%d/" % BACKEND, [])
+        if args.set == "ratelimit":
+            procs.append(subprocess.Popen(["taskset", "-c", LOAD_CPU, "redis-server", "--port", str(REDIS_PORT),
+                                           "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL))
+            time.sleep(0.5)
+        all_cases = cases(args.set, tmp)
+        files = []
+        for i, (label, text, path, headers) in enumerate(all_cases):
+            f = os.path.join(tmp, "case%d.yaml" % i)
+            with open(f, "w") as fh:
+                fh.write(text)
+            files.append(f)
+        os.makedirs(os.path.join(tmp, "nginx-proxy"))
+        nginx_cmd = ["nginx", "-p", os.path.join(tmp, "nginx-proxy") + "/", "-c",
+                     os.path.join(BENCH, "configs", "nginx-proxy.conf"), "-e", os.path.join(tmp, "nginx-proxy", "error.log")]
+        results = {label: [] for label, *_ in all_cases}
+        results["nginx proxy"] = []
+        started = time.time()
+        for r in range(args.rounds):
+            order = list(range(len(all_cases)))
+            if r % 2:
+                order.reverse()
+            for i in order:
+                label, _, path, headers = all_cases[i]
+                res = run_case([args.turnpike, "run", "-c", files[i]], "http://127.0.0.1:%d%s" % (PORT, path),
+                               headers, args.duration)
+                results[label].append(res)
+                print("round %d %-45s %9.0f req/s %6.1f µs/req errors %d" % (r + 1, label, res["rps"], res["cpu_us"], res["errors"]),
+                      file=sys.stderr)
+            res = run_case(nginx_cmd, "http://127.0.0.1:%d/items/7" % NGINX_PORT, [], args.duration)
+            results["nginx proxy"].append(res)
+        elapsed = time.time() - started
+        ref = all_cases[0][0]
+        lines_ref = "× %s" % ref
+        ref_rps = statistics.median(x["rps"] for x in results[ref])
+        ref_cpu = statistics.median(x["cpu_us"] for x in results[ref])
+        lines = ["%d rounds of %d s per case, interleaved (%.0f min); medians; one gateway worker on CPU %s, wrk -c50 and the nginx backend on CPU %s." %
+                 (args.rounds, args.duration, elapsed / 60, SUT_CPU, LOAD_CPU), "",
+                 "| case | req/s | × first | CPU µs/req | Δ CPU µs/req | errors |", "|---|--:|--:|--:|--:|--:|"]
+        for label in list(results):
+            rps = statistics.median(x["rps"] for x in results[label])
+            cpu = statistics.median(x["cpu_us"] for x in results[label])
+            errs = sum(x["errors"] for x in results[label])
+            lines.append("| %s | %.0f | %.3f | %.1f | %+.1f | %d |" % (label, rps, rps / ref_rps, cpu, cpu - ref_cpu, errs))
+        report = "\n".join(lines) + "\n"
+        print(report)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(report)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
