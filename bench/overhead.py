@@ -73,9 +73,13 @@ def cases(name, tmp):
         spec = "  openapi: [ { location: %s } ]\n" % FRUITSHOP
         ops_api_flow = spec + "  flow: [ { setHeader: { name: X-Op, value: get } } ]\n"
         ops_own = spec + "  operations:\n    getProduct:\n      flow: [ { setHeader: { name: X-Op, value: get } } ]\n"
+        cond_only = ("  flow:\n    - if:\n        test: 'request.headers[\"x-tier\"] == \"gold\" && request.method != \"DELETE\"'\n"
+                     "        flow: [ { removeHeader: { name: X-Absent } } ]\n")
         gold = [("X-Tier", "gold")]
         return [
             plain,
+            ("removeHeader (absent header)", api("  flow: [ { removeHeader: { name: X-Absent } } ]\n"), "/items/7", gold),
+            ("if (2-clause CEL) + removeHeader", api(cond_only), "/items/7", gold),
             ("setHeader", api(set_header), "/items/7", gold),
             ("if (2-clause CEL) + setHeader", api(cond), "/items/7", gold),
             ("openapi, setHeader in the API's flow", api(ops_api_flow), "/shop/v2/products/7", []),

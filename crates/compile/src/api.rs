@@ -140,6 +140,7 @@ pub(crate) fn compile_plain_api(
             upstreams,
             &api_name(located),
             &target_key(located),
+            None,
         ) {
             Ok(t) => Some(t),
             Err((key, m)) => {
@@ -209,6 +210,13 @@ pub(crate) fn compile_plain_api(
             path_prefix,
             python,
         };
+        let mut target = target.clone();
+        if let (Some(t), Some(config)) = (&mut target, &api.target) {
+            match crate::target_path(config, &scope) {
+                Ok(p) => t.path = p,
+                Err((key, m)) => errors.push(located.error(&format!("target.{key}"), m)),
+            }
+        }
         let mut steps = compile_steps(located, &flow_parts, built_in, errors);
         if let Some((key, flow)) = &part.own {
             compile_sub_flow(located, &flow_parts, flow, key, &mut steps, errors);
@@ -223,7 +231,7 @@ pub(crate) fn compile_plain_api(
                 stats: turnpike_telemetry::stats::api(&name),
                 name: name.clone(),
                 chain: Chain::new(steps),
-                target: target.clone(),
+                target,
                 errors: if wsdl.is_some() {
                     Some(turnpike_soap::fault::soap_faults())
                 } else if soap_errors {

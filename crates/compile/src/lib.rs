@@ -33,7 +33,7 @@ use turnpike_snapshot::{Api, ListenerRoutes, Snapshot};
 use turnpike_soap::Wsdl;
 
 pub use settings::settings;
-pub use target::{compile_target, compile_upstream, Upstreams};
+pub use target::{compile_target, compile_upstream, target_path, Upstreams};
 
 /// The address an API listens on, as configured.
 pub fn listen_addr(api: &ApiConfig) -> SocketAddr {

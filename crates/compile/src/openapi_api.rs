@@ -86,6 +86,7 @@ pub(crate) fn compile_openapi_api(
             upstreams,
             &api_name(located),
             &target_key(located),
+            Some(&TemplateScope::default()),
         ) {
             Ok(t) => Some(t),
             Err((key, m)) => {
@@ -290,6 +291,7 @@ fn server_target(spec: &Spec) -> Result<Target, String> {
         &Upstreams::new(),
         &spec.title,
         &format!("openapi server {url}"),
+        Some(&TemplateScope::default()),
     )
     .map_err(|(_, m)| {
         format!("the spec's server `{url}` cannot be the target ({m}); add a `target:`")

@@ -16,7 +16,8 @@ use turnpike_config::{
 };
 use turnpike_core::{Template, TemplateScope};
 use turnpike_snapshot::upstream::{
-    hash_ring, ActiveCheck, Balance, Breaker, ConnLimits, Passive, RetryPolicy, Target, Upstream,
+    hash_ring, ActiveCheck, Balance, Breaker, ConnLimits, Passive, RetryPolicy, Target, TargetPath,
+    Upstream,
 };
 use turnpike_snapshot::{Node, NodeParts};
 
@@ -49,14 +50,17 @@ pub fn compile_upstream(u: &UpstreamConfig, dir: &Path) -> Result<Upstream, Erro
 }
 
 /// Compiles a `target:`; `upstreams` are the load's `upstream:` documents, `name` is the
-/// API's (for logs), `key` identifies this target across reloads (its file and place). The
-/// error names the offending key (below `target`) and what is wrong.
+/// API's (for logs), `key` identifies this target across reloads (its file and place), `scope`
+/// the path parameters its URL's expressions may use (`None`: the caller sets
+/// [`Target::path`] with [`target_path`] for each route). The error names the offending key
+/// (below `target`) and what is wrong.
 pub fn compile_target(
     t: &TargetConfig,
     dir: &Path,
     upstreams: &Upstreams,
     name: &str,
     key: &str,
+    scope: Option<&TemplateScope>,
 ) -> Result<Target, Error> {
     let adjust_host = t.adjust_host_header.is_none_or(|f| f.0);
     let single = t.url.is_some() || t.host.is_some();
@@ -101,7 +105,54 @@ pub fn compile_target(
     Ok(Target {
         upstream,
         adjust_host,
+        // Without a scope the caller sets the path (per route).
+        path: match scope {
+            Some(scope) => target_path(t, scope)?,
+            None => TargetPath::Join,
+        },
     })
+}
+
+/// `scheme://authority` and the rest (path and query, `""` when none) of a URL.
+fn split_url(url: &str) -> (&str, &str) {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    match url[start..].find(['/', '?']) {
+        Some(i) => url.split_at(start + i),
+        None => (url, ""),
+    }
+}
+
+/// Where a target sends requests (Membrane's rule): a `url` with a path other than `/` is
+/// sent to as it is (its expressions `${…}` rendered per request, values escaped); any other
+/// target joins its base path with the request's path and query. `scope` holds the route's
+/// path parameters (`${pathParam.id}`).
+pub fn target_path(t: &TargetConfig, scope: &TemplateScope) -> Result<TargetPath, Error> {
+    let Some(url) = &t.url else {
+        return Ok(TargetPath::Join);
+    };
+    let (origin, rest) = split_url(url);
+    if origin.contains("${") {
+        return Err(err(
+            "url",
+            "expressions in the scheme, host or port of a target URL are not supported (only in its path and query)",
+        ));
+    }
+    if rest.is_empty() || rest == "/" {
+        return Ok(TargetPath::Join);
+    }
+    if !rest.starts_with('/') {
+        return Err(err("url", "the path of a target URL must start with `/`"));
+    }
+    if rest.contains("${") {
+        let t = Template::parse(rest, scope).map_err(|m| err("url", m))?;
+        if t.needs_body() {
+            return Err(err("url", "a target URL cannot read the body"));
+        }
+        return Ok(TargetPath::Template(t));
+    }
+    http::uri::PathAndQuery::try_from(rest)
+        .map(TargetPath::Exact)
+        .map_err(|_| err("url", format!("`{rest}` is not a valid path and query")))
 }
 
 fn has_pool_settings(t: &TargetConfig) -> bool {
@@ -126,7 +177,15 @@ fn single_node(t: &TargetConfig) -> Result<NodeConfig, Error> {
             if t.port.is_some() {
                 return Err(err("port", "with `url`, put the port into the URL"));
             }
-            url.clone()
+            // The node is the origin and the path (the query and expressions are the target's,
+            // see `target_path`).
+            let (origin, rest) = split_url(url);
+            let path = rest.split('?').next().unwrap_or("");
+            if rest.contains("${") {
+                origin.to_owned()
+            } else {
+                format!("{origin}{path}")
+            }
         }
         (None, Some(host)) => {
             let scheme = if t.ssl.is_some() { "https" } else { "http" };
@@ -514,17 +573,51 @@ mod tests {
             &Upstreams::new(),
             "test",
             "test",
+            Some(&TemplateScope {
+                path_params: vec!["id".into()],
+            }),
         )
     }
 
     #[test]
-    fn joins_base_path() {
-        let target = t(Some("http://127.0.0.1:2010/base/"), None, None).unwrap();
+    fn a_url_with_a_path_is_sent_to_as_it_is() {
         let pq = PathAndQuery::from_static("/items/1?x=2");
+        let target = t(Some("http://127.0.0.1:2010/base/"), None, None).unwrap();
+        assert!(matches!(&target.path, TargetPath::Exact(p) if p == "/base/"));
+        let target = t(Some("https://catfact.ninja/fact?max=5"), None, None).unwrap();
+        assert!(matches!(&target.path, TargetPath::Exact(p) if p == "/fact?max=5"));
+        assert_eq!(target.first().base_path(), "/fact");
+        for url in ["http://127.0.0.1:2010", "http://127.0.0.1:2010/"] {
+            let target = t(Some(url), None, None).unwrap();
+            assert!(matches!(target.path, TargetPath::Join), "{url}");
+            assert_eq!(
+                target.first().upstream_uri(Some(&pq)).unwrap().to_string(),
+                "/items/1?x=2"
+            );
+        }
+        let target = t(
+            Some("http://127.0.0.1:3000/shop/v2/products/${pathParam.id}"),
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(matches!(target.path, TargetPath::Template(_)));
+        assert_eq!(target.first().base_path(), "");
         assert_eq!(
-            target.first().upstream_uri(Some(&pq)).unwrap().to_string(),
-            "/base/items/1?x=2"
+            t(Some("http://${header.h}:80/a"), None, None)
+                .unwrap_err()
+                .0,
+            "url"
         );
+        assert_eq!(
+            t(Some("http://a/${path.nope}"), None, None).unwrap_err().0,
+            "url"
+        );
+    }
+
+    #[test]
+    fn joins_base_path() {
+        let pq = PathAndQuery::from_static("/items/1?x=2");
         let target = t(None, Some("localhost"), Some(8080)).unwrap();
         assert_eq!(
             target.first().upstream_uri(Some(&pq)).unwrap().to_string(),
@@ -548,7 +641,7 @@ mod tests {
             "a:443"
         );
         assert_eq!(t(Some("ftp://a"), None, None).unwrap_err().0, "url");
-        assert_eq!(t(Some("http://a/?q=1"), None, None).unwrap_err().0, "url");
+        assert_eq!(t(Some("http://a?q=1"), None, None).unwrap_err().0, "url");
         assert_eq!(t(Some("/relative"), None, None).unwrap_err().0, "url");
     }
 

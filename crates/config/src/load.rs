@@ -275,6 +275,11 @@ impl Loader<'_> {
                     }
                 }
             }
+            // As Membrane: a folder with `*.apis.yaml` files is read for those only (specs and
+            // other YAML files may sit beside them).
+            if files.iter().any(|f| is_apis_yaml(f)) {
+                files.retain(|f| is_apis_yaml(f));
+            }
             files.sort();
             for f in files {
                 self.load_path(&f, from.clone());
@@ -432,6 +437,12 @@ impl Loader<'_> {
     }
 }
 
+fn is_apis_yaml(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".apis.yaml") || n.ends_with(".apis.yml"))
+}
+
 fn is_yaml(p: &Path) -> bool {
     matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
@@ -530,6 +541,14 @@ mod tests {
         let ports: Vec<u16> = set.apis.iter().map(|a| a.value.port).collect();
         assert_eq!(ports, vec![2, 3, 1]);
         assert_eq!(set.files.len(), 3);
+
+        // With `*.apis.yaml` files, a folder is read for those only (Membrane's rule).
+        std::fs::create_dir(dir.path().join("apis")).unwrap();
+        std::fs::write(dir.path().join("apis/shop.apis.yaml"), "api:\n  port: 4\n").unwrap();
+        std::fs::write(dir.path().join("apis/shop.oas.yaml"), "openapi: 3.0.0\n").unwrap();
+        let set = load_with_env(&[dir.path().join("apis")], &env).unwrap();
+        let ports: Vec<u16> = set.apis.iter().map(|a| a.value.port).collect();
+        assert_eq!(ports, vec![4]);
 
         std::fs::write(dir.path().join("bad.yaml"), "include:\n  - missing.yaml\n").unwrap();
         let err = load_with_env(&[dir.path().join("bad.yaml")], &env).unwrap_err();

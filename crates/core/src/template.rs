@@ -36,6 +36,12 @@ enum Part {
     ConsumerName,
     JwtClaim(String),
     JsonPath(Box<JsonPathExpr>),
+    /// The request path.
+    Path,
+    /// The response status ("" before there is a response).
+    Status,
+    /// The message body as text.
+    Body,
 }
 
 /// A compiled template.
@@ -116,15 +122,20 @@ impl Template {
     /// True when rendering reads the message body (JSONPath placeholders): the body must then
     /// be buffered, and [`Template::prepare`] called before rendering.
     pub fn needs_body(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p, Part::JsonPath(_)))
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::JsonPath(_) | Part::Body))
     }
 
     /// True when rendering reads the request head (headers, query, method, path parameters,
     /// client): JSONPath placeholders and literal text do not.
     pub fn reads_request(&self) -> bool {
-        self.parts
-            .iter()
-            .any(|p| !matches!(p, Part::Lit(_) | Part::JsonPath(_)))
+        self.parts.iter().any(|p| {
+            !matches!(
+                p,
+                Part::Lit(_) | Part::JsonPath(_) | Part::Body | Part::Status
+            )
+        })
     }
 
     /// Parses the body of `msg` as JSON if the template reads it and nobody parsed it yet.
@@ -138,8 +149,43 @@ impl Template {
     }
 
     fn placeholder(name: &str, scope: &TemplateScope) -> Result<Part, String> {
-        if name == "method" {
-            return Ok(Part::Method);
+        match name {
+            "method" => return Ok(Part::Method),
+            "path" => return Ok(Part::Path),
+            "statusCode" | "status" => return Ok(Part::Status),
+            "body" => return Ok(Part::Body),
+            _ => {}
+        }
+        // Membrane's spellings: `header['X']`, `params.q`, `json.a.b`, `jsonPath('$.a')`.
+        if let Some(h) = name
+            .strip_prefix("header[")
+            .and_then(|r| r.strip_suffix(']'))
+            .map(|r| r.trim_matches(|c| c == '\'' || c == '"'))
+        {
+            return HeaderName::from_bytes(h.as_bytes())
+                .map(Part::Header)
+                .map_err(|_| format!("`${{{name}}}`: `{h}` is not a valid header name"));
+        }
+        if let Some(q) = name
+            .strip_prefix("params.")
+            .or_else(|| name.strip_prefix("param."))
+        {
+            return Ok(Part::Query(q.to_owned()));
+        }
+        if let Some(p) = name.strip_prefix("json.") {
+            return JsonPathExpr::parse(&format!("$.{p}")).map(|e| Part::JsonPath(Box::new(e)));
+        }
+        if let Some(p) = name
+            .strip_prefix("jsonPath(")
+            .and_then(|r| r.strip_suffix(')'))
+            .map(|r| r.trim_matches(|c| c == '\'' || c == '"'))
+        {
+            return JsonPathExpr::parse(p).map(|e| Part::JsonPath(Box::new(e)));
+        }
+        if name.starts_with("property.") || name.starts_with("properties") {
+            return Err(format!(
+                "`${{{name}}}`: exchange properties (Membrane's `setProperty`) are not supported; use headers (`setHeader`, `${{header.X}}`)"
+            ));
         }
         if name == "client.ip" {
             return Ok(Part::ClientIp);
@@ -161,7 +207,11 @@ impl Template {
                 .map(Part::Lit)
                 .map_err(|_| format!("`${{{name}}}`: environment variable `{e}` is not set"));
         }
-        if let Some(p) = name.strip_prefix("path.") {
+        // `pathParam.X` is Membrane's spelling.
+        if let Some(p) = name
+            .strip_prefix("path.")
+            .or_else(|| name.strip_prefix("pathParam."))
+        {
             return scope
                 .path_params
                 .iter()
@@ -190,7 +240,7 @@ impl Template {
             return Ok(Part::Query(q.to_owned()));
         }
         Err(format!(
-            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
+            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{path}}, ${{statusCode}}, ${{body}}, ${{json.FIELD}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
         ))
     }
 
@@ -215,37 +265,74 @@ impl Template {
             return Cow::Borrowed(l);
         }
         let mut out = String::new();
+        self.render_into(ex, msg, false, &mut out, &mut |out, v| out.push_str(v));
+        Cow::Owned(out)
+    }
+
+    /// Renders the template as the path and query of a URL: the text as written, each value
+    /// percent-encoded as one segment (or query value): everything but letters, digits and
+    /// `-._~` is encoded, a path parameter is decoded first (it is taken raw from the request),
+    /// and a value that is `.` or `..` has its dots encoded, so that no value adds segments.
+    pub fn render_uri(&self, ex: &Exchange) -> String {
+        const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'.')
+            .remove(b'_')
+            .remove(b'~');
+        let mut out = String::new();
+        self.render_into(ex, Message::Request, true, &mut out, &mut |out, v| {
+            if v == "." || v == ".." {
+                out.push_str(&v.replace('.', "%2E"));
+            } else {
+                out.extend(percent_encoding::utf8_percent_encode(v, KEEP));
+            }
+        });
+        out
+    }
+
+    fn render_into(
+        &self,
+        ex: &Exchange,
+        msg: Message,
+        decode_params: bool,
+        out: &mut String,
+        put: &mut dyn FnMut(&mut String, &str),
+    ) {
         for p in &self.parts {
             match p {
                 Part::Lit(s) => out.push_str(s),
-                Part::PathParam(i) => out.push_str(ex.param(*i)),
+                Part::PathParam(i) if decode_params => put(
+                    out,
+                    &percent_encoding::percent_decode_str(ex.param(*i)).decode_utf8_lossy(),
+                ),
+                Part::PathParam(i) => put(out, ex.param(*i)),
                 Part::Header(h) => {
                     if let Some(v) = ex.request.headers.get(h) {
-                        out.push_str(&String::from_utf8_lossy(v.as_bytes()));
+                        put(out, &String::from_utf8_lossy(v.as_bytes()));
                     }
                 }
                 Part::Query(q) => {
                     if let Some(v) = ex.query(q) {
-                        out.push_str(&v);
+                        put(out, &v);
                     }
                 }
-                Part::Method => out.push_str(ex.request.method.as_str()),
-                Part::ClientIp => out.push_str(&ex.client.ip().to_string()),
+                Part::Method => put(out, ex.request.method.as_str()),
+                Part::ClientIp => put(out, &ex.client.ip().to_string()),
                 Part::ClientCertSubject => {
                     if let Some(c) = ex.extensions.get::<crate::exchange::ClientCertificate>() {
-                        out.push_str(&c.subject);
+                        put(out, &c.subject);
                     }
                 }
                 Part::ConsumerName => {
                     if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
-                        out.push_str(c);
+                        put(out, c);
                     }
                 }
                 Part::JwtClaim(c) => {
                     if let Some(v) = ex.identity().and_then(|i| i.claims.as_ref()?.get(c)) {
                         match v {
-                            serde_json::Value::String(s) => out.push_str(s),
-                            other => out.push_str(&other.to_string()),
+                            serde_json::Value::String(s) => put(out, s),
+                            other => put(out, &other.to_string()),
                         }
                     }
                 }
@@ -254,11 +341,27 @@ impl Template {
                         Message::Request => json::cached_request_json(ex),
                         Message::Response => json::cached_response_json(ex),
                     };
-                    p.render_into(v, &mut out);
+                    let mut s = String::new();
+                    p.render_into(v, &mut s);
+                    put(out, &s);
+                }
+                Part::Path => put(out, ex.request.uri.path()),
+                Part::Status => {
+                    if let Some(r) = &ex.response {
+                        put(out, r.status().as_str());
+                    }
+                }
+                Part::Body => {
+                    let b = match msg {
+                        Message::Request => ex.request_bytes(),
+                        Message::Response => ex.response_bytes(),
+                    };
+                    if let Some(b) = b {
+                        put(out, &String::from_utf8_lossy(b));
+                    }
                 }
             }
         }
-        Cow::Owned(out)
     }
 }
 
@@ -280,6 +383,27 @@ mod tests {
         let mut ex = exchange("POST", "/items/42?q=z", &[("X-A", "b")]);
         ex.params.push((7, 9));
         assert_eq!(t.render(&ex), "POST 42 b z 192.0.2.1!");
+    }
+
+    #[test]
+    fn uri_rendering_keeps_each_value_in_its_segment() {
+        let scope = TemplateScope {
+            path_params: vec!["id".into()],
+        };
+        let t = Template::parse("/shop/products/${pathParam.id}?h=${header.x-a}", &scope).unwrap();
+        let mut ex = exchange("GET", "/p/a%20b", &[("X-A", "1&2/../x")]);
+        ex.params.push((3, 8));
+        assert_eq!(t.render_uri(&ex), "/shop/products/a%20b?h=1%262%2F..%2Fx");
+        let mut ex = exchange("GET", "/p/..", &[]);
+        ex.params.push((3, 5));
+        assert_eq!(t.render_uri(&ex), "/shop/products/%2E%2E?h=");
+        // Elsewhere a path parameter stays as received.
+        let mut ex = exchange("GET", "/p/a%20b", &[]);
+        ex.params.push((3, 8));
+        assert_eq!(
+            Template::parse("${path.id}", &scope).unwrap().render(&ex),
+            "a%20b"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use turnpike_core::{
     problems, Body, BodyInspected, BodyInspector, BodyNeed, Chain, ErrorFormat, Exchange, Outcome,
     Problem, RequestEnd, ResponseEnd, Wait,
 };
-use turnpike_snapshot::upstream::{now_ms, Breaker, Target, Upstream};
+use turnpike_snapshot::upstream::{now_ms, Breaker, Target, TargetPath, Upstream};
 use turnpike_snapshot::{Api, Node, Settings, Snapshot};
 use turnpike_telemetry::trace::KeyValue;
 
@@ -988,9 +988,13 @@ async fn send_to(
                 .with_detail("the request's path cannot be sent to the backend"),
         )
     };
-    let uri = match ex.extensions.get::<FixedEndpoint>() {
-        Some(FixedEndpoint(endpoint)) => node.endpoint_uri(endpoint),
-        None => node.upstream_uri(ex.request.uri.path_and_query()),
+    let uri = match (ex.extensions.get::<FixedEndpoint>(), &target.path) {
+        (Some(FixedEndpoint(endpoint)), _) => node.endpoint_uri(endpoint),
+        (None, TargetPath::Join) => node.upstream_uri(ex.request.uri.path_and_query()),
+        (None, TargetPath::Exact(pq)) => Ok(http::Uri::from(pq.clone())),
+        (None, TargetPath::Template(t)) => http::uri::PathAndQuery::try_from(t.render_uri(ex))
+            .map(http::Uri::from)
+            .map_err(http::Error::from),
     };
     let mut uri = match uri {
         Ok(u) => u,

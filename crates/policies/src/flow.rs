@@ -90,14 +90,18 @@ pub fn compile_flow<T>(
             continue;
         }
         let Some(kind) = registry::find(&p.name) else {
-            errors.push(owner.error_at_key(
-                at,
-                format!(
+            let message = match crate::membrane::alternative(&p.name) {
+                Some(instead) => format!(
+                    "Membrane's `{}` is not supported: {instead} (see docs/membrane.md)",
+                    p.name
+                ),
+                None => format!(
                     "unknown policy `{}`, expected one of {}",
                     p.name,
                     registry::names()
                 ),
-            ));
+            };
+            errors.push(owner.error_at_key(at, message));
             continue;
         };
         if let Some(m) = misplaced(kind, dir, ctx) {

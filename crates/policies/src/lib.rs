@@ -14,6 +14,8 @@ pub mod flow;
 mod headers;
 mod json_protection;
 pub mod language;
+pub mod log;
+pub mod membrane;
 mod nested;
 pub mod operations;
 pub mod python;
@@ -23,6 +25,7 @@ mod respond;
 pub mod rewriter;
 pub mod size_limit;
 mod static_body;
+pub mod template;
 
 use turnpike_core::CompileError;
 

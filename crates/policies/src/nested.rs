@@ -51,6 +51,8 @@ pub(crate) struct Needs {
     pub(crate) response_body: BodyNeed,
     pub(crate) request: bool,
     pub(crate) response: bool,
+    /// Some response step reads the request head.
+    pub(crate) response_needs_request: bool,
     pub(crate) files: Vec<std::path::PathBuf>,
     pub(crate) secrets: turnpike_core::policy::SecretFields,
 }
@@ -64,6 +66,7 @@ impl Needs {
             n.response_body = n.response_body.max(c.response_body_need());
             n.request |= c.steps().iter().any(|s| s.request);
             n.response |= c.has_response_steps();
+            n.response_needs_request |= c.response_needs_request();
             n.files.extend(c.files());
             let s = c.secret_fields();
             n.secrets.headers.extend(s.headers.iter().cloned());

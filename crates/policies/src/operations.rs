@@ -47,6 +47,10 @@ impl Policy for OperationFlows {
         self.needs.response_body
     }
 
+    fn response_needs_request(&self) -> bool {
+        self.needs.response_needs_request
+    }
+
     fn files(&self) -> Vec<std::path::PathBuf> {
         self.needs.files.clone()
     }

@@ -23,6 +23,8 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<turnpike_soap::WsdlValidator>(),
     PolicyKind::of::<turnpike_soap::Wsdl2OpenApi>(),
     PolicyKind::of::<crate::python::Python>(),
+    PolicyKind::of::<crate::log::Log>(),
+    PolicyKind::of::<crate::template::BodyTemplate>(),
 ];
 
 /// The policy named `name` in YAML.

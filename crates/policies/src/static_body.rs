@@ -23,12 +23,15 @@ pub struct StaticSettings {
     pub delay: Option<turnpike_config::units::Duration>,
 }
 
-/// The compiled `static` policy.
+/// The compiled `static` policy (and the body `template` sets, see [`crate::template`]).
 #[derive(Debug)]
 pub struct Static {
-    src: Template,
-    content_type: HeaderValue,
-    delay: Option<std::time::Duration>,
+    pub(crate) name: &'static str,
+    pub(crate) src: Template,
+    pub(crate) content_type: HeaderValue,
+    pub(crate) delay: Option<std::time::Duration>,
+    /// Re-indent a JSON result.
+    pub(crate) pretty: bool,
 }
 
 impl PolicyFactory for Static {
@@ -38,6 +41,8 @@ impl PolicyFactory for Static {
     /// Compiles the policy; `src` may hold templates.
     fn compile(c: StaticSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(Static {
+            name: "static",
+            pretty: false,
             src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
             content_type: match &c.content_type {
                 Some(ct) => HeaderValue::from_str(ct)
@@ -50,6 +55,17 @@ impl PolicyFactory for Static {
 }
 
 impl Static {
+    /// The body for the message `msg`: the template rendered (re-indented when `pretty` and
+    /// the result is JSON).
+    fn body(&self, ex: &mut Exchange, msg: turnpike_core::jsonpath::Message) -> String {
+        self.src.prepare(ex, msg);
+        let text = self.src.render_for(ex, msg).into_owned();
+        if self.pretty && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
+            return reindent(&text);
+        }
+        text
+    }
+
     fn set_type(&self, h: &mut HeaderMap) {
         h.remove(header::CONTENT_LENGTH);
         h.remove(header::TRANSFER_ENCODING);
@@ -59,11 +75,23 @@ impl Static {
 
 impl Policy for Static {
     fn name(&self) -> &'static str {
-        "static"
+        self.name
+    }
+
+    fn body_need(&self) -> turnpike_core::BodyNeed {
+        if self.src.needs_body() {
+            turnpike_core::BodyNeed::Buffer
+        } else {
+            turnpike_core::BodyNeed::None
+        }
+    }
+
+    fn response_body_need(&self) -> turnpike_core::BodyNeed {
+        self.body_need()
     }
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        ex.request_body = Body::full(self.src.render(ex).into_owned());
+        ex.request_body = Body::full(self.body(ex, turnpike_core::jsonpath::Message::Request));
         turnpike_core::json::forget_request_json(ex);
         ex.extensions.remove::<turnpike_core::BodyInspected>();
         self.set_type(&mut ex.request.headers);
@@ -74,7 +102,7 @@ impl Policy for Static {
     }
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        let body = self.src.render(ex).into_owned();
+        let body = self.body(ex, turnpike_core::jsonpath::Message::Response);
         if let Some(res) = ex.response.as_mut() {
             *res.body_mut() = Body::full(body);
             self.set_type(res.headers_mut());
@@ -84,5 +112,77 @@ impl Policy for Static {
             Some(d) => crate::delay::after(d, Outcome::Continue),
             None => Outcome::Continue,
         }
+    }
+}
+
+/// Re-indents valid JSON text by two spaces, keeping the order of its members.
+fn reindent(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut chars = json.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        for _ in 0..depth {
+            out.push_str("  ");
+        }
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on one line.
+                while chars.peek().is_some_and(|n| n.is_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    if let Some(close) = chars.next() {
+                        out.push(close);
+                    }
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reindents_keeping_member_order() {
+        assert_eq!(
+            super::reindent(r#"{ "b": [1, {}], "a": "x, \"y\": {z}" ,"c":[]}"#),
+            "{\n  \"b\": [\n    1,\n    {}\n  ],\n  \"a\": \"x, \\\"y\\\": {z}\",\n  \"c\": []\n}"
+        );
     }
 }

@@ -19,7 +19,7 @@ pub use api::Api;
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, Settings};
 pub use target::{Node, NodeParts, Transport};
-pub use upstream::{Target, Upstream};
+pub use upstream::{Target, TargetPath, Upstream};
 
 /// The routes of one listening address.
 pub struct ListenerRoutes {

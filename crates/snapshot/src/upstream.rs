@@ -149,6 +149,20 @@ pub struct Target {
     pub upstream: Arc<Upstream>,
     /// Rewrite `Host` to the node's authority.
     pub adjust_host: bool,
+    /// What the request is sent to on the node.
+    pub path: TargetPath,
+}
+
+/// The path and query a target sends requests to.
+#[derive(Debug, Clone)]
+pub enum TargetPath {
+    /// The node's base path joined with the request's path and query (a target without a path:
+    /// `host`/`port`, a `url` without a path or with `/`, upstream nodes).
+    Join,
+    /// Always this path and query: a target `url` with a path, as Membrane sends it.
+    Exact(http::uri::PathAndQuery),
+    /// The path and query of a target `url` with `${…}` expressions, rendered per request.
+    Template(turnpike_core::Template),
 }
 
 impl Target {

@@ -55,17 +55,41 @@ async fn forwarding_headers_and_hop_by_hop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn host_header_kept_when_asked_and_base_path_joined() {
+async fn host_header_kept_when_asked_and_target_urls_follow_membrane() {
     let backend = Backend::start().await;
-    let yaml = format!(
-        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  target:\n    url: http://127.0.0.1:{}/base/\n    adjustHostHeader: false\n",
-        backend.port()
-    );
-    let gw = TestGateway::start(&yaml);
+    let port = backend.port();
+    let yaml = |url: &str| {
+        format!(
+            "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: \"/items/{{id}}\" }}\n  target:\n    url: \"{url}\"\n    adjustHostHeader: false\n"
+        )
+    };
+    // A URL with a path is sent to as it is.
+    let gw = TestGateway::start(&yaml(&format!("http://127.0.0.1:{port}/base/fact")));
     get(gw.addr(), "/items/1?x=y").await;
     let seen = backend.last();
-    assert_eq!(seen.uri, "/base/items/1?x=y");
+    assert_eq!(seen.uri, "/base/fact");
     assert_eq!(seen.headers["host"], "test.local");
+    drop(gw);
+    // Without a path (or with `/`), the request's path and query follow.
+    for url in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{port}/"),
+    ] {
+        let gw = TestGateway::start(&yaml(&url));
+        get(gw.addr(), "/items/1?x=y").await;
+        assert_eq!(backend.last().uri, "/items/1?x=y", "{url}");
+    }
+    // Expressions in the path and query, each value escaped within its segment.
+    let gw = TestGateway::start(&yaml(&format!(
+        "http://127.0.0.1:{port}/shop/v2/products/${{pathParam.id}}?from=${{header.x-src}}"
+    )));
+    get_with(gw.addr(), "/items/7", &[("x-src", "a b/../c")]).await;
+    assert_eq!(
+        backend.last().uri,
+        "/shop/v2/products/7?from=a%20b%2F..%2Fc"
+    );
+    get(gw.addr(), "/items/%2E%2E").await;
+    assert_eq!(backend.last().uri, "/shop/v2/products/%2E%2E?from=");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

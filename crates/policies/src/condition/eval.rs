@@ -97,6 +97,38 @@ pub(crate) enum Node {
     Matches(Box<Node>, regex::Regex),
 }
 
+impl Node {
+    /// Calls `f` on every variable the expression reads.
+    pub(crate) fn visit_vars(&self, f: &mut dyn FnMut(Var)) {
+        match self {
+            Node::Lit(_) => {}
+            Node::Var(v) => f(*v),
+            Node::Field(a, _) | Node::Has(a, _) | Node::Not(a) | Node::Neg(a) => a.visit_vars(f),
+            Node::Matches(a, _) => a.visit_vars(f),
+            Node::Index(a, b)
+            | Node::And(a, b)
+            | Node::Or(a, b)
+            | Node::Eq(a, b, _)
+            | Node::Cmp(_, a, b)
+            | Node::Arith(_, a, b)
+            | Node::In(a, b) => {
+                a.visit_vars(f);
+                b.visit_vars(f);
+            }
+            Node::Cond(a, b, c) => {
+                a.visit_vars(f);
+                b.visit_vars(f);
+                c.visit_vars(f);
+            }
+            Node::List(items) | Node::Call(_, items) => {
+                for i in items {
+                    i.visit_vars(f);
+                }
+            }
+        }
+    }
+}
+
 /// Why an evaluation failed (a missing key, a type that does not fit at run time, an
 /// overflow): the condition then counts as false.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

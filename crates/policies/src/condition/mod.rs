@@ -3,10 +3,10 @@
 //! then type-checked and compiled at load into an evaluation tree over the exchange
 //! ([`check`], [`eval`]).
 //!
-//! As in Membrane, a test is evaluated in each phase: in the request phase to pick the branch
-//! whose request phase runs, in the response phase (where `response` is set) to pick the branch
-//! whose response phase runs. An evaluation error (a missing header or claim, a value of the
-//! wrong type at run time) makes the test false.
+//! The branch is chosen in the request phase and runs its response phase in the response phase;
+//! when a test reads `response`, the tests are evaluated again in the response phase (as Membrane
+//! always does). An evaluation error (a missing header or claim, a value of the wrong type at
+//! run time) makes the test false.
 
 mod check;
 mod eval;
@@ -27,6 +27,10 @@ pub struct Condition {
     source: Box<str>,
     node: eval::Node,
     scope: eval::Scope,
+    /// Reads `response`: evaluated in the response phase.
+    reads_response: bool,
+    /// Reads the request head (method, path, query, headers, host, path parameters).
+    reads_request: bool,
 }
 
 impl Condition {
@@ -61,10 +65,23 @@ impl Condition {
                 message: e.message,
             }
         })?;
+        let (mut reads_response, mut reads_request) = (false, false);
+        node.visit_vars(&mut |v| match v {
+            eval::Var::ResponseStatus | eval::Var::ResponseHeaders => reads_response = true,
+            eval::Var::Method
+            | eval::Var::Path
+            | eval::Var::Query
+            | eval::Var::Headers
+            | eval::Var::Host
+            | eval::Var::PathParams => reads_request = true,
+            _ => {}
+        });
         Ok(Condition {
             source: source.into(),
             node,
             scope,
+            reads_response,
+            reads_request,
         })
     }
 
@@ -102,12 +119,28 @@ pub struct ExprError {
 
 /// `if` and `choose` compiled: the branches in order, the last one without a test when there is
 /// an `else`/`otherwise`.
+///
+/// The branch is chosen in the request phase, and its response phase runs in the response phase;
+/// when a test reads `response`, every test is evaluated again in the response phase (as in
+/// Membrane) to choose the branch whose response phase runs.
 #[derive(Debug)]
 pub struct Choose {
     name: &'static str,
+    /// Tells this step's choice apart from others' in [`Chosen`].
+    id: u32,
     branches: Vec<(Option<Condition>, Arc<Chain>)>,
     needs: Needs,
+    /// Some test reads `response`.
+    response_tests: bool,
+    /// Some test reads the request head.
+    request_tests: bool,
 }
+
+/// The branches chosen in the request phase, by step id (for the response phase).
+#[derive(Debug, Clone, Default)]
+struct Chosen(smallvec::SmallVec<[(u32, u16); 4]>);
+
+static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl Choose {
     /// The phases the step takes part in (those of its branches).
@@ -115,11 +148,10 @@ impl Choose {
         (self.needs.request, self.needs.response)
     }
 
-    fn pick(&self, ex: &Exchange) -> Option<&Arc<Chain>> {
+    fn pick(&self, ex: &Exchange) -> Option<usize> {
         self.branches
             .iter()
-            .find(|(c, _)| c.as_ref().is_none_or(|c| c.holds(ex)))
-            .map(|(_, chain)| chain)
+            .position(|(c, _)| c.as_ref().is_none_or(|c| c.holds(ex)))
     }
 }
 
@@ -136,6 +168,10 @@ impl Policy for Choose {
         self.needs.response_body
     }
 
+    fn response_needs_request(&self) -> bool {
+        (self.response_tests && self.request_tests) || self.needs.response_needs_request
+    }
+
     fn files(&self) -> Vec<std::path::PathBuf> {
         self.needs.files.clone()
     }
@@ -144,16 +180,40 @@ impl Policy for Choose {
         self.needs.secrets.clone()
     }
 
+    /// Runs the request phase of the first branch whose test holds.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        match self.pick(ex) {
-            Some(chain) => nested::request_from(ex, chain.clone(), 0),
+        let Some(i) = self.pick(ex) else {
+            return Outcome::Continue;
+        };
+        if self.needs.response && !self.response_tests {
+            let entry = (self.id, i as u16);
+            match ex.extensions.get_mut::<Chosen>() {
+                Some(c) => c.0.push(entry),
+                None => {
+                    let mut c = Chosen::default();
+                    c.0.push(entry);
+                    ex.extensions.insert(c);
+                }
+            }
+        }
+        match self.branches.get(i) {
+            Some((_, chain)) => nested::request_from(ex, chain.clone(), 0),
             None => Outcome::Continue,
         }
     }
 
+    /// Runs the response phase of the branch chosen (again, when a test reads `response`).
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        match self.pick(ex) {
-            Some(chain) => nested::response_below(ex, chain.clone(), usize::MAX),
+        let i = if self.response_tests {
+            self.pick(ex)
+        } else {
+            ex.extensions
+                .get::<Chosen>()
+                .and_then(|c| c.0.iter().rev().find(|(id, _)| *id == self.id))
+                .map(|(_, i)| usize::from(*i))
+        };
+        match i.and_then(|i| self.branches.get(i)) {
+            Some((_, chain)) => nested::response_below(ex, chain.clone(), usize::MAX),
             None => Outcome::Continue,
         }
     }
@@ -251,10 +311,16 @@ pub(crate) fn compile<T>(
         return None;
     }
     let needs = Needs::of(branches.iter().map(|(_, c)| &**c));
+    let tests = || branches.iter().filter_map(|(c, _)| c.as_ref());
+    let response_tests = tests().any(|c| c.reads_response);
+    let request_tests = tests().any(|c| c.reads_request);
     Some(Choose {
         name,
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         branches,
         needs,
+        response_tests,
+        request_tests,
     })
 }
 

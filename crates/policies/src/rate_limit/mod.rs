@@ -279,9 +279,22 @@ impl PolicyFactory for RateLimiter {
                 })?;
                 let t = match c.language {
                     None => Template::parse(e, ctx.scope),
+                    // Membrane's form: the whole expression is one JSONPath (`$.user`).
+                    Some(ExpressionLanguage::JsonPath) if !e.contains("${") => {
+                        Template::parse_jsonpath(&format!("${{{e}}}"))
+                    }
                     Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(e),
-                };
-                KeySource::Expression(t.map_err(|m| err("keyExpression", m))?)
+                }
+                .map_err(|m| err("keyExpression", m))?;
+                if t.as_literal().is_some() {
+                    return Err(err(
+                        "keyExpression",
+                        format!(
+                            "`{e}` is the same for every request (one counter for all); write a template such as `${{header.X-Client}}`, or a JSONPath with `language: jsonpath`"
+                        ),
+                    ));
+                }
+                KeySource::Expression(t)
             }
         };
         let algorithm = c.algorithm.unwrap_or(RateAlgorithm::FixedWindow);

@@ -1,0 +1,48 @@
+//! Membrane's policies that Turnpike does not have, each with what to use instead: the load
+//! error for such a flow entry names it (see `docs/membrane.md`).
+
+/// Membrane's policies without a Turnpike policy of the same name, and the alternative.
+pub const UNSUPPORTED: &[(&str, &str)] = &[
+    ("groovy", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
+    ("javascript", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
+    ("spel", "SpEL cannot run in Turnpike: use `if`/`choose` conditions (CEL) or templates"),
+    ("setBody", "use `static` or `template`"),
+    ("setProperty", "exchange properties do not exist in Turnpike: carry values in headers (`setHeader`)"),
+    ("beautifier", "use `template` with `pretty: true` to re-indent a JSON body"),
+    ("adminConsole", "the web console is served at `/console` on the admin listener (`admin: { listen: … }`)"),
+    ("prometheus", "metrics are served at `/metrics` on the admin listener (`admin: { listen: … }`)"),
+    ("openTelemetry", "configure tracing in a `telemetry:` document (`telemetry.tracing`)"),
+    ("accessLog", "configure the access log in `gateway.accessLog`"),
+    ("correlationId", "every request gets an id: `gateway.requestId`"),
+    ("balancer", "give the target several `nodes`, or name an `upstream:` document"),
+    ("openapiValidator", "deploy the API from `openapi:` with `validateRequests: yes`"),
+    ("rest2Soap", "use `wsdl2openapi`"),
+    ("headerFilter", "use `removeHeader`"),
+    ("throttle", "use `rateLimiter` (or `delay` on `return`/`static`)"),
+    ("counter", "request counts are in the metrics at `/metrics`"),
+    ("call", "calling other services from a flow is not supported: use a `python` policy"),
+    ("sampleSoapService", "not available: run the sample service as a backend"),
+    ("transform", "XSLT is not supported: use a `python` policy"),
+    ("xml2Json", "not supported: use a `python` policy"),
+    ("json2Xml", "not supported: use a `python` policy"),
+    ("oauth2authserver", "not supported: use an identity provider and `jwtAuth`"),
+    ("oauth2Resource2", "use `jwtAuth` with the provider's JSON Web Key Set"),
+    ("tokenValidator", "use `jwtAuth`"),
+    ("jwtSign", "not supported"),
+    ("wsSecurity", "not supported"),
+    ("llmGateway", "not supported"),
+    ("webSocket", "WebSocket upgrades are proxied without a policy"),
+    ("for", "loops are not supported: use a `python` policy"),
+    ("soapBody", "use `template` or `static` with the envelope"),
+    ("shadowing", "not supported"),
+    ("ntlm", "not supported"),
+    ("graphQLProtection", "not supported: use `jsonProtection` for the size and depth of JSON bodies"),
+];
+
+/// What to use instead of Membrane's policy `name`, when Turnpike does not have it.
+pub fn alternative(name: &str) -> Option<&'static str> {
+    UNSUPPORTED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, a)| *a)
+}

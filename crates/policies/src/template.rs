@@ -1,0 +1,149 @@
+//! `template`: Membrane's body template. Sets the body of the message in the phase it runs in
+//! (as [`static`](crate::static_body) does) from a template written inline (`src`) or in a file
+//! (`location`), with Membrane's placeholders (`${path}`, `${header['X']}`, `${params.q}`,
+//! `${json.name}`, `${statusCode}`, …); `pretty` re-indents a JSON result. Groovy code
+//! (`<% … %>`) and exchange properties cannot run here: both are load errors.
+
+use http::HeaderValue;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use turnpike_config::units::Flag;
+use turnpike_core::{BodyNeed, Template};
+use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory};
+
+use crate::err;
+use crate::static_body::Static;
+
+/// `template`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TemplateSettings {
+    /// The template, inline.
+    #[serde(default)]
+    pub src: Option<String>,
+    /// A file holding the template (relative to the configuration file), instead of `src`.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// `Content-Type` of the body (default `text/plain; charset=utf-8`).
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// Re-indent the result when it is JSON.
+    #[serde(default)]
+    pub pretty: Flag,
+}
+
+/// The compiled `template` policy.
+#[derive(Debug)]
+pub struct BodyTemplate {
+    inner: Static,
+    file: Option<std::path::PathBuf>,
+}
+
+impl PolicyFactory for BodyTemplate {
+    const NAME: &'static str = "template";
+    type Settings = TemplateSettings;
+
+    fn compile(c: TemplateSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let (text, file, key) = match (&c.src, &c.location) {
+            (Some(s), None) => (s.clone(), None, "src"),
+            (None, Some(l)) => {
+                let path = ctx.base_dir.join(l);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| err("location", format!("cannot read {}: {e}", path.display())))?;
+                (text, Some(path), "location")
+            }
+            _ => return Err(err("", "give exactly one of `src` and `location`")),
+        };
+        if text.contains("<%") {
+            return Err(err(
+                key,
+                "Groovy template code (`<% … %>`) cannot run here: use `${…}` placeholders, or a `python` policy",
+            ));
+        }
+        let src = Template::parse(&text, ctx.scope).map_err(|m| err(key, m))?;
+        let content_type = match &c.content_type {
+            Some(ct) => HeaderValue::from_str(ct)
+                .map_err(|_| err("contentType", "not a valid header value"))?,
+            None => HeaderValue::from_static("text/plain; charset=utf-8"),
+        };
+        Ok(BodyTemplate {
+            inner: Static {
+                name: "template",
+                src,
+                content_type,
+                delay: None,
+                pretty: c.pretty.0,
+            },
+            file,
+        })
+    }
+}
+
+impl Policy for BodyTemplate {
+    fn name(&self) -> &'static str {
+        "template"
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        self.inner.body_need()
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        self.inner.response_body_need()
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.file.iter().cloned().collect()
+    }
+
+    /// Sets the request's body.
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        self.inner.on_request(ex)
+    }
+
+    /// Sets the response's body.
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        self.inner.on_response(ex)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{exchange, plain};
+
+    fn compile(yaml: serde_json::Value) -> Result<BodyTemplate, CompileError> {
+        BodyTemplate::compile(serde_json::from_value(yaml).unwrap(), &plain())
+    }
+
+    #[test]
+    fn renders_membrane_placeholders_into_the_body() {
+        let t = compile(serde_json::json!({
+            "src": "{\"m\":\"${method}\",\"p\":\"${path}\",\"h\":\"${header['X-A']}\",\"q\":\"${params.q}\",\"n\":\"${json.name}\"}",
+            "contentType": "application/json",
+            "pretty": true
+        }))
+        .unwrap();
+        assert_eq!(t.body_need(), BodyNeed::Buffer);
+        let mut ex = exchange("POST", "/a?q=1", &[("x-a", "b")], r#"{"name":"Kiwi"}"#);
+        assert!(matches!(t.on_request(&mut ex), Outcome::Continue));
+        let body = String::from_utf8(ex.request_bytes().unwrap().to_vec()).unwrap();
+        assert_eq!(
+            body,
+            "{\n  \"m\": \"POST\",\n  \"p\": \"/a\",\n  \"h\": \"b\",\n  \"q\": \"1\",\n  \"n\": \"Kiwi\"\n}"
+        );
+        assert_eq!(ex.request.headers["content-type"], "application/json");
+    }
+
+    #[test]
+    fn groovy_properties_and_bad_shapes_are_load_errors() {
+        let e = compile(serde_json::json!({ "src": "<% if (x) { %>a<% } %>" })).unwrap_err();
+        assert!(e.message.contains("Groovy"), "{e:?}");
+        let e = compile(serde_json::json!({ "src": "${property.city}" })).unwrap_err();
+        assert!(e.message.contains("setProperty"), "{e:?}");
+        let e = compile(serde_json::json!({})).unwrap_err();
+        assert!(e.message.contains("exactly one"), "{e:?}");
+        let e = compile(serde_json::json!({ "location": "/nonexistent/t.txt" })).unwrap_err();
+        assert_eq!(e.key, "location");
+    }
+}

@@ -1,0 +1,160 @@
+//! Membrane's semantics and policies, with configurations written in the shapes Membrane's
+//! examples use: JSONPath rate-limit keys, body templates, logs, `*.apis.yaml` folders, and the
+//! load errors of what Turnpike does not support.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+
+fn load_error(dir: &std::path::Path, yaml: &str) -> String {
+    let file = dir.join("gateway.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    match turnpike::start(vec![file]) {
+        Ok(_) => panic!("the configuration loaded:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+async fn post_json(addr: std::net::SocketAddr, path: &str, body: &str) -> Reply {
+    send(
+        addr,
+        req("POST", path)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jsonpath_key_counts_each_user_apart() {
+    // The shape of Membrane's rate-limiting example.
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /reset-pwd
+  flow:
+    - rateLimiter:
+        requestLimit: 2
+        requestLimitDuration: PT30S
+        language: jsonpath
+        keyExpression: $.user
+    - static:
+        src: Success
+    - return:
+        status: 200
+"#,
+    );
+    let addr = gw.addr();
+    for _ in 0..2 {
+        assert_eq!(
+            post_json(addr, "/reset-pwd", r#"{"user":"alice"}"#)
+                .await
+                .status,
+            200
+        );
+    }
+    assert_eq!(
+        post_json(addr, "/reset-pwd", r#"{"user":"alice"}"#)
+            .await
+            .status,
+        429
+    );
+    // Another user has a counter of its own.
+    let r = post_json(addr, "/reset-pwd", r#"{"user":"bob"}"#).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "Success"));
+    // A key that is the same for every request is refused at load.
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  flow:\n    - rateLimiter: { requestLimit: 1, requestLimitDuration: PT1S, keyExpression: \"headers['X-Key']\" }\n    - return: {}\n",
+    );
+    assert!(e.contains("the same for every request"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_log_lines_and_apis_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let apis = dir.path().join("apis");
+    std::fs::create_dir(&apis).unwrap();
+    std::fs::write(
+        apis.join("greeting.txt"),
+        "{ \"hello\": \"${pathParam.name}\", \"agent\": \"${header['User-Agent']}\", \"n\": ${json.n} }",
+    )
+    .unwrap();
+    std::fs::write(
+        apis.join("shop.apis.yaml"),
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /greet/{name}
+  flow:
+    - log:
+        message: "Path: ${path}"
+    - request:
+        - template:
+            location: greeting.txt
+            contentType: application/json
+            pretty: true
+    - return:
+        status: 200
+"#,
+    )
+    .unwrap();
+    // A spec beside it is not read as configuration.
+    std::fs::write(apis.join("shop.oas.yaml"), "openapi: 3.0.3\ninfo: {}\n").unwrap();
+    let gateway = turnpike::start(vec![apis.clone()]).unwrap_or_else(|e| panic!("{e}"));
+    let addr = gateway.listeners()[0].1;
+    let r = send(
+        addr,
+        req("POST", "/greet/ada")
+            .header("user-agent", "curl")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(br#"{"n":3}"#)))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(
+        r.text(),
+        "{\n  \"hello\": \"ada\",\n  \"agent\": \"curl\",\n  \"n\": 3\n}"
+    );
+}
+
+#[test]
+fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
+    let dir = tempfile::tempdir().unwrap();
+    for (policy, expect) in [
+        (
+            "groovy: { src: 'exc.request.header.add(\"X\", \"1\")' }",
+            "Membrane's `groovy` is not supported: scripts cannot run",
+        ),
+        (
+            "setProperty: { name: a, value: b }",
+            "exchange properties do not exist",
+        ),
+        ("adminConsole: {}", "/console"),
+        (
+            "template: { src: '<% out << 1 %>' }",
+            "Groovy template code",
+        ),
+        (
+            "template: { src: '${property.city}' }",
+            "exchange properties",
+        ),
+    ] {
+        let e = load_error(
+            dir.path(),
+            &format!("api:\n  port: 0\n  flow:\n    - {policy}\n    - return: {{}}\n"),
+        );
+        assert!(e.contains(expect), "{policy}: {e}");
+        assert!(e.contains("gateway.yaml:4:"), "{policy}: {e}");
+    }
+}
