@@ -8,7 +8,8 @@ its child processes, such as Python executors) and the ratio to plain proxying.
 
 Usage: bench/overhead.py --set NAME [--rounds N] [--duration S] [--turnpike PATH] [--out FILE]
 Sets: conditions (if/choose, per-operation flows, Python policies), telemetry (metrics,
-tracing, the store of recent exchanges), ratelimit (local, Redis exact and local-sync).
+tracing, the store of recent exchanges), ratelimit (local, Redis exact and local-sync),
+upstreams (a pool of three nginx backends; then one node killed under load).
 Needs nginx, wrk, taskset; redis-server for `ratelimit`; python3 for `conditions`.
 """
 
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -100,6 +102,17 @@ def cases(name, tmp):
             ("defaults + tracing 1% (collector down)", tel(trace % (COLLECTOR_PORT, "1%")), "/items/7", []),
             ("defaults + tracing 100% (collector down)", tel(trace % (COLLECTOR_PORT, "100%")), "/items/7", []),
         ]
+    if name == "upstreams":
+        nodes = "    nodes: [ { url: http://127.0.0.1:2010 }, { url: http://127.0.0.1:2011 }, { url: http://127.0.0.1:2012 } ]\n"
+        pool = "api:\n  port: %d\n  ip: 127.0.0.1\n  target:\n%s" % (PORT, nodes)
+        checks = ("    healthCheck: { active: { path: /, interval: 1s }, passive: { consecutiveFailures: 3, ejectFor: 10s } }\n"
+                  "    retries: { attempts: 2, on: [connect-failure, reset, 502, 503] }\n")
+        return [
+            plain,
+            ("pool of 3, roundRobin", HEAD.format(extra="") + pool, "/items/7", []),
+            ("pool of 3, leastRequests", HEAD.format(extra="") + pool + "    loadBalancing: leastRequests\n", "/items/7", []),
+            ("pool of 3, health checks + retries", HEAD.format(extra="") + pool + checks, "/items/7", []),
+        ]
     if name == "ratelimit":
         lim = "  flow: [ { rateLimiter: { requestLimit: 1000000000, requestLimitDuration: PT1M, key: ip%s } } ]\n"
         redis = ", store: { redis: { url: redis://127.0.0.1:%d/0, timeout: 50ms } }" % REDIS_PORT
@@ -177,9 +190,32 @@ def run_case(cmd, url, headers, seconds, env=None):
             proc.kill()
 
 
+def failover(turnpike, config, victim, seconds):
+    """wrk against the pool with health checks and retries while one node is killed."""
+    proc = subprocess.Popen(["taskset", "-c", SUT_CPU, turnpike, "run", "-c", config],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = "http://127.0.0.1:%d/items/7" % PORT
+        wait_200(url, [])
+        timer = threading.Timer(seconds / 3, victim.kill)
+        timer.start()
+        cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds, url]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        timer.join()
+        total = re.search(r"(\d+) requests in", out).group(1)
+        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        sock = re.search(r"Socket errors: (.*)", out)
+        return ("A node killed a third into a %d s wrk run against the pool with health checks and retries: "
+                "%s requests, %s non-2xx, socket errors: %s." % (seconds, total, non2xx.group(1) if non2xx else "0",
+                                                                  sock.group(1) if sock else "none"))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", required=True, choices=["conditions", "telemetry", "ratelimit"])
+    ap.add_argument("--set", required=True, choices=["conditions", "telemetry", "ratelimit", "upstreams"])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--turnpike", default=os.path.join(REPO, "target", "release", "turnpike"))
@@ -196,6 +232,17 @@ def main():
                                        "-c", os.path.join(BENCH, "configs", "nginx-backend.conf"),
                                        "-e", os.path.join(tmp, "backend", "error.log")]))
         wait_200("http://127.0.0.1:%d/" % BACKEND, [])
+        backends = {}
+        if args.set == "upstreams":
+            for port in (2011, 2012):
+                d = os.path.join(tmp, "backend%d" % port)
+                os.makedirs(d)
+                conf = os.path.join(d, "nginx.conf")
+                with open(os.path.join(BENCH, "configs", "nginx-backend.conf")) as src, open(conf, "w") as dst:
+                    dst.write(src.read().replace("127.0.0.1:2010", "127.0.0.1:%d" % port))
+                backends[port] = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")])
+                procs.append(backends[port])
+                wait_200("http://127.0.0.1:%d/" % port, [])
         if args.set == "ratelimit":
             procs.append(subprocess.Popen(["taskset", "-c", LOAD_CPU, "redis-server", "--port", str(REDIS_PORT),
                                            "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL))
@@ -239,6 +286,8 @@ def main():
             cpu = statistics.median(x["cpu_us"] for x in results[label])
             errs = sum(x["errors"] for x in results[label])
             lines.append("| %s | %.0f | %.3f | %.1f | %+.1f | %d |" % (label, rps, rps / ref_rps, cpu, cpu - ref_cpu, errs))
+        if args.set == "upstreams":
+            lines += ["", failover(args.turnpike, files[3], backends[2012], args.duration)]
         report = "\n".join(lines) + "\n"
         print(report)
         if args.out:

@@ -142,6 +142,9 @@ pub(crate) fn compile_openapi_api(
             if operations.is_some() {
                 validator = validator.with_operations();
             }
+            if src.validation_details.is_some_and(|f| !f.0) {
+                validator = validator.without_details();
+            }
             let built_in = vec![Step {
                 policy: Box::new(validator),
                 request: true,

@@ -102,9 +102,18 @@ pub fn compile_target(
             ))
         }
     };
+    let method = t
+        .method
+        .as_deref()
+        .map(|m| {
+            Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
+                .map_err(|_| err("method", format!("`{m}` is not an HTTP method")))
+        })
+        .transpose()?;
     Ok(Target {
         upstream,
         adjust_host,
+        method,
         // Without a scope the caller sets the path (per route).
         path: match scope {
             Some(scope) => target_path(t, scope)?,

@@ -170,6 +170,8 @@ impl Template {
             .strip_prefix("params.")
             .or_else(|| name.strip_prefix("param."))
         {
+            // `${param.name[0]}`: the first value, which is what a query placeholder gives.
+            let q = q.strip_suffix("[0]").unwrap_or(q);
             return Ok(Part::Query(q.to_owned()));
         }
         if let Some(p) = name.strip_prefix("json.") {

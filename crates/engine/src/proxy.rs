@@ -770,6 +770,9 @@ async fn forward(
     how: Forwarding<'_>,
     trace: &mut Traced,
 ) -> Result<(Response<Body>, Option<OnUpgrade>, Arc<str>), Problem> {
+    if let Some(m) = &target.method {
+        ex.request.method = m.clone();
+    }
     let up = &*target.upstream;
     let mut retry = up
         .retries

@@ -20,6 +20,7 @@ pub struct OpenApiValidator {
     requests: bool,
     responses: bool,
     operations: bool,
+    details: bool,
 }
 
 impl OpenApiValidator {
@@ -30,7 +31,14 @@ impl OpenApiValidator {
             requests,
             responses,
             operations: false,
+            details: true,
         }
+    }
+
+    /// The same validator, whose rejections leave the violations out (`validationDetails: no`).
+    pub fn without_details(mut self) -> Self {
+        self.details = false;
+        self
     }
 
     /// The same validator, which also records the matched operation
@@ -41,7 +49,10 @@ impl OpenApiValidator {
         self
     }
 
-    fn problem(ty: &'static ProblemType, detail: String, v: &[Violation]) -> Problem {
+    fn problem(&self, ty: &'static ProblemType, detail: String, v: &[Violation]) -> Problem {
+        if !self.details {
+            return Problem::new(ty);
+        }
         Problem::new(ty).with_detail(detail).with_member(
             "errors",
             serde_json::Value::Array(v.iter().map(Violation::to_json).collect()),
@@ -84,7 +95,7 @@ impl Policy for OpenApiValidator {
                     location: "path".into(),
                     message: format!("`{path}` matches no path of the spec"),
                 }];
-                Outcome::Reject(Self::problem(
+                Outcome::Reject(self.problem(
                     &problems::NOT_FOUND,
                     format!("{} {path}", ex.request.method),
                     &v,
@@ -112,7 +123,7 @@ impl Policy for OpenApiValidator {
                     ),
                 }];
                 Outcome::Reject(
-                    Self::problem(
+                    self.problem(
                         &problems::METHOD_NOT_ALLOWED,
                         format!("{} {path}", ex.request.method),
                         &v,
@@ -147,7 +158,7 @@ impl Policy for OpenApiValidator {
                     &problems::VALIDATION
                 };
                 let n = report.violations.len();
-                Outcome::Reject(Self::problem(
+                Outcome::Reject(self.problem(
                     ty,
                     format!(
                         "{n} violation{} of {} {}",
@@ -176,7 +187,7 @@ impl Policy for OpenApiValidator {
             return Outcome::Continue;
         }
         let n = v.len();
-        Outcome::Reject(Self::problem(
+        Outcome::Reject(self.problem(
             &problems::RESPONSE_VALIDATION,
             format!(
                 "{n} violation{} in the response",

@@ -150,11 +150,13 @@ impl Spec {
         let version = match doc.get("openapi").and_then(Value::as_str) {
             Some(v) if v.starts_with("3.0") => Version::V30,
             Some(v) if v.starts_with("3.1") => Version::V31,
+            // 3.2 keeps 3.1's schemas; what it adds for operations is refused below.
+            Some(v) if v.starts_with("3.2") => Version::V31,
             Some(v) => {
                 return Err(SpecError {
                     at: loaded.locate("/openapi"),
                     message: format!(
-                        "OpenAPI version `{v}` is not supported (3.0.x and 3.1.x are)"
+                        "OpenAPI version `{v}` is not supported (3.0.x, 3.1.x and 3.2.x are)"
                     ),
                 })
             }
@@ -203,6 +205,16 @@ impl Spec {
                 let names = spec
                     .param_names()
                     .map_err(|m| ctx.err(&ptr, format!("unsupported path template: {m}")))?;
+                // OpenAPI 3.2's `query` method and other methods are not validated: refused
+                // rather than let through unchecked.
+                for extra in ["query", "additionalOperations"] {
+                    if item.get(extra).is_some() {
+                        return Err(ctx.err(
+                            &format!("{item_ptr}/{extra}"),
+                            format!("OpenAPI 3.2's `{extra}` is not supported"),
+                        ));
+                    }
+                }
                 let mut ops = Vec::new();
                 for (name, method) in METHODS {
                     let Some(op) = item.get(*name) else { continue };

@@ -17,17 +17,24 @@ use crate::err;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CorsSettings {
-    /// Allowed origins (`https://app.example.com`), or `*`.
-    pub origins: Vec<String>,
-    /// Allowed methods (default GET, HEAD, POST).
+    /// Allowed origins (`https://app.example.com`, `null` for pages opened from files), or `*`;
+    /// a list, or one string separated by spaces or commas (Membrane's form).
     #[serde(default)]
-    pub methods: Vec<String>,
-    /// Allowed request headers (default: none beyond the CORS-safelisted ones).
+    pub origins: Words,
+    /// Allowed methods (default GET, HEAD, POST); a list or a separated string.
     #[serde(default)]
-    pub headers: Vec<String>,
-    /// Response headers exposed to scripts.
+    pub methods: Words,
+    /// Allowed request headers (default: none beyond the CORS-safelisted ones); a list or a
+    /// separated string.
     #[serde(default)]
-    pub expose_headers: Vec<String>,
+    pub headers: Words,
+    /// Response headers exposed to scripts; a list or a separated string.
+    #[serde(default)]
+    pub expose_headers: Words,
+    /// Membrane's `allowAll`: any origin (the request's is echoed), the usual methods and any
+    /// requested header; instead of `origins`.
+    #[serde(default)]
+    pub allow_all: Flag,
     /// Allow credentials (cookies, authorization); not with origin `*`.
     #[serde(default)]
     pub credentials: Flag,
@@ -36,8 +43,38 @@ pub struct CorsSettings {
     pub max_age: Option<Duration>,
 }
 
+/// A list of words, written as a YAML list or as one string separated by spaces or commas.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Words {
+    /// `[a, b]`
+    List(Vec<String>),
+    /// `"a, b"` or `"a b"`
+    Text(String),
+    /// Nothing given.
+    #[default]
+    #[serde(skip)]
+    None,
+}
+
+impl Words {
+    fn list(&self) -> Vec<String> {
+        match self {
+            Words::List(l) => l.clone(),
+            Words::Text(t) => t
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            Words::None => Vec::new(),
+        }
+    }
+}
+
 /// The compiled policy.
 pub struct Cors {
+    /// Allow-all: the request's origin and requested headers are echoed.
+    echo: bool,
     any_origin: bool,
     origins: HashSet<String>,
     methods: HashSet<Method>,
@@ -55,22 +92,29 @@ impl PolicyFactory for Cors {
 
     /// Compiles the policy; `*` with credentials is rejected (browsers refuse it).
     fn compile(c: CorsSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
-        if c.origins.is_empty() {
+        let echo = c.allow_all.0;
+        let origin_list = c.origins.list();
+        if echo && !origin_list.is_empty() {
+            return Err(err("allowAll", "give either `allowAll` or `origins`"));
+        }
+        if !echo && origin_list.is_empty() {
             return Err(err("origins", "list at least one origin, or `*`"));
         }
-        let any_origin = c.origins.iter().any(|o| o == "*");
-        if any_origin && c.credentials.0 {
+        let any_origin = echo || origin_list.iter().any(|o| o == "*");
+        if any_origin && !echo && c.credentials.0 {
             return Err(err(
                 "credentials",
                 "not allowed with origin `*` (browsers reject it); list the origins",
             ));
         }
         let mut origins = HashSet::new();
-        for (i, o) in c.origins.iter().enumerate() {
+        for (i, o) in origin_list.iter().enumerate() {
             if o == "*" {
                 continue;
             }
-            if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+            let origin_like =
+                (o.starts_with("http://") || o.starts_with("https://")) && !o.ends_with('/');
+            if !origin_like && o != "null" {
                 return Err(err(
                     &format!("origins[{i}]"),
                     format!("`{o}` is not an origin such as https://app.example.com"),
@@ -78,10 +122,18 @@ impl PolicyFactory for Cors {
             }
             origins.insert(o.to_ascii_lowercase());
         }
-        let method_names: Vec<String> = if c.methods.is_empty() {
-            vec!["GET".into(), "HEAD".into(), "POST".into()]
+        let methods_given = c.methods.list();
+        let method_names: Vec<String> = if !methods_given.is_empty() {
+            methods_given
+                .iter()
+                .map(|m| m.to_ascii_uppercase())
+                .collect()
+        } else if echo {
+            ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+                .map(String::from)
+                .to_vec()
         } else {
-            c.methods.iter().map(|m| m.to_ascii_uppercase()).collect()
+            vec!["GET".into(), "HEAD".into(), "POST".into()]
         };
         let mut methods = HashSet::new();
         for (i, m) in method_names.iter().enumerate() {
@@ -94,15 +146,18 @@ impl PolicyFactory for Cors {
             HeaderValue::from_str(&v).map_err(|_| err(key, "not a valid header value"))
         };
         let allow_methods = value(method_names.join(", "), "methods")?;
-        let headers: HashSet<String> = c.headers.iter().map(|h| h.to_ascii_lowercase()).collect();
-        let allow_headers = (!c.headers.is_empty())
-            .then(|| value(c.headers.join(", "), "headers"))
+        let header_list = c.headers.list();
+        let headers: HashSet<String> = header_list.iter().map(|h| h.to_ascii_lowercase()).collect();
+        let allow_headers = (!header_list.is_empty())
+            .then(|| value(header_list.join(", "), "headers"))
             .transpose()?;
-        let expose = (!c.expose_headers.is_empty())
-            .then(|| value(c.expose_headers.join(", "), "exposeHeaders"))
+        let expose_list = c.expose_headers.list();
+        let expose = (!expose_list.is_empty())
+            .then(|| value(expose_list.join(", "), "exposeHeaders"))
             .transpose()?;
         let max_age = c.max_age.map(|d| HeaderValue::from(d.0.as_secs()));
         Ok(Cors {
+            echo,
             any_origin,
             origins,
             methods,
@@ -122,7 +177,7 @@ impl Cors {
     }
 
     fn origin_value(&self, origin: &HeaderValue) -> HeaderValue {
-        if self.any_origin {
+        if self.any_origin && !self.echo {
             HeaderValue::from_static("*")
         } else {
             origin.clone()
@@ -171,7 +226,7 @@ impl Policy for Cors {
                 .map(|h| h.trim().to_ascii_lowercase())
                 .filter(|h| !h.is_empty())
             {
-                if !self.headers.contains(&h) {
+                if !self.echo && !self.headers.contains(&h) {
                     return deny(format!("header `{h}` is not allowed"));
                 }
             }
@@ -189,6 +244,15 @@ impl Policy for Cors {
         );
         if let Some(v) = &self.allow_headers {
             h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v.clone());
+        } else if self.echo {
+            if let Some(v) = ex
+                .request
+                .headers
+                .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+                .cloned()
+            {
+                h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+            }
         }
         if self.credentials {
             h.insert(
@@ -220,7 +284,7 @@ impl Policy for Cors {
         if h.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
             return Outcome::Continue; // a preflight answer, or the backend did CORS itself
         }
-        if !self.any_origin {
+        if !self.any_origin || self.echo {
             h.append(header::VARY, HeaderValue::from_static("Origin"));
         }
         if !allowed {

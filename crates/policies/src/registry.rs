@@ -25,6 +25,8 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::python::Python>(),
     PolicyKind::of::<crate::log::Log>(),
     PolicyKind::of::<crate::template::BodyTemplate>(),
+    PolicyKind::of::<crate::prometheus::Prometheus>(),
+    PolicyKind::of::<crate::set_body::SetBody>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -19,8 +19,8 @@ use crate::headers::{header_name, ValueTemplate};
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ReturnSettings {
-    /// Status code (default 200).
-    #[serde(default)]
+    /// Status code (default 200); Membrane's `statusCode` too.
+    #[serde(default, alias = "statusCode")]
     pub status: Option<u16>,
     /// Response headers; values may hold templates.
     #[serde(default)]

@@ -11,12 +11,32 @@ use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::err;
 
-/// `rewriter`: regex path rewriting.
+/// `rewriter`: regex path rewriting; the rules under `mappings`, or the list itself
+/// (Membrane's form).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RewriterSettings {
-    /// Rules tried in order; the first whose `from` matches the path rewrites it.
-    pub mappings: Vec<RewriteMapping>,
+#[serde(untagged)]
+pub enum RewriterSettings {
+    /// `{ mappings: [...] }`
+    Mappings {
+        /// Rules tried in order; the first whose `from` matches the path rewrites it.
+        mappings: Vec<RewriteMapping>,
+    },
+    /// `[ { from, to }, ... ]`
+    List(Vec<RewriteMapping>),
+}
+
+/// What a rule does with the rewritten path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriteAction {
+    /// The request goes on with the new path (default).
+    #[default]
+    Rewrite,
+    /// Answer `302 Found` with `Location` set to the result.
+    Redirect,
+    /// Answer `301 Moved Permanently` with `Location` set to the result.
+    #[serde(alias = "redirect-permanent")]
+    RedirectPermanent,
 }
 
 /// One rewrite rule.
@@ -27,11 +47,15 @@ pub struct RewriteMapping {
     pub from: String,
     /// Replacement; `$1`, `${name}` refer to groups. The query string is kept.
     pub to: String,
+    /// `rewrite` (default), `redirect` (302) or `redirect_permanent` (301): answer with the
+    /// result as `Location` (it may be an absolute URL).
+    #[serde(default, rename = "do")]
+    pub action: RewriteAction,
 }
 
 /// The compiled policy.
 pub struct Rewriter {
-    rules: Vec<(Regex, String)>,
+    rules: Vec<(Regex, String, RewriteAction)>,
 }
 
 fn check_refs(re: &Regex, to: &str) -> Result<(), String> {
@@ -79,19 +103,24 @@ impl PolicyFactory for Rewriter {
 
     /// Compiles the rules; a bad expression or a reference to a missing group is an error.
     fn compile(c: RewriterSettings, _ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
-        if c.mappings.is_empty() {
-            return Err(err("mappings", "give at least one mapping"));
+        let (mappings, prefix) = match &c {
+            RewriterSettings::Mappings { mappings } => (mappings, "mappings"),
+            RewriterSettings::List(l) => (l, ""),
+        };
+        if mappings.is_empty() {
+            return Err(err(prefix, "give at least one mapping"));
         }
         let mut rules = Vec::new();
-        for (i, m) in c.mappings.iter().enumerate() {
+        for (i, m) in mappings.iter().enumerate() {
+            let key = format!("{prefix}[{i}]");
             let re = Regex::new(&m.from).map_err(|e| {
                 err(
-                    &format!("mappings[{i}].from"),
+                    &format!("{key}.from"),
                     format!("invalid regular expression: {e}"),
                 )
             })?;
-            check_refs(&re, &m.to).map_err(|msg| err(&format!("mappings[{i}].to"), msg))?;
-            rules.push((re, m.to.clone()));
+            check_refs(&re, &m.to).map_err(|msg| err(&format!("{key}.to"), msg))?;
+            rules.push((re, m.to.clone(), m.action));
         }
         Ok(Rewriter { rules })
     }
@@ -108,10 +137,29 @@ impl Policy for Rewriter {
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let path = ex.request.uri.path();
-        let Some((re, to)) = self.rules.iter().find(|(re, _)| re.is_match(path)) else {
+        let Some((re, to, action)) = self.rules.iter().find(|(re, _, _)| re.is_match(path)) else {
             return Outcome::Continue;
         };
         let mut new = re.replace(path, to.as_str()).into_owned();
+        if *action != RewriteAction::Rewrite {
+            let status = if *action == RewriteAction::Redirect {
+                http::StatusCode::FOUND
+            } else {
+                http::StatusCode::MOVED_PERMANENTLY
+            };
+            return match http::HeaderValue::from_str(&new) {
+                Ok(location) => {
+                    let mut r = http::Response::new(turnpike_core::Body::Empty);
+                    *r.status_mut() = status;
+                    r.headers_mut().insert(http::header::LOCATION, location);
+                    Outcome::Respond(r)
+                }
+                Err(_) => Outcome::Reject(
+                    Problem::new(&problems::BAD_REWRITE)
+                        .with_detail("the redirect target is not a valid header value"),
+                ),
+            };
+        }
         if !new.starts_with('/') {
             new.insert(0, '/');
         }

@@ -109,12 +109,13 @@ fn every_policy_page_documents_exactly_its_settings() {
             .iter()
             .find_map(|a| a["properties"].get(kind.name))
             .unwrap_or_else(|| panic!("{} is not in the schema", kind.name));
-        let settings_schema = resolve(&root, settings);
-        let declared: BTreeSet<String> = settings_schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
+        // The settings' keys; a policy written in several shapes (a map, or a list) declares
+        // the keys of every shape.
+        let declared: BTreeSet<String> = alternatives(&root, settings)
+            .into_iter()
+            .filter_map(|a| a.get("properties").and_then(Value::as_object))
+            .flat_map(|p| p.keys().cloned())
+            .collect();
         let rows = documented(&page);
         let top: BTreeSet<String> = rows
             .iter()

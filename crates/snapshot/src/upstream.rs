@@ -151,6 +151,8 @@ pub struct Target {
     pub adjust_host: bool,
     /// What the request is sent to on the node.
     pub path: TargetPath,
+    /// The method requests are sent with, instead of the client's.
+    pub method: Option<http::Method>,
 }
 
 /// The path and query a target sends requests to.

@@ -158,3 +158,148 @@ fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
         assert!(e.contains("gateway.yaml:4:"), "{policy}: {e}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_shapes_of_cors_rewriter_return_and_prometheus() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /cors }}
+  flow:
+    - cors:
+        allowAll: true
+    - return:
+        statusCode: 204
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /listed }}
+  flow:
+    - cors:
+        origins: https://example.com null
+        methods: GET, POST
+        headers: Content-Type, X-Foo
+    - return: {{}}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /fruits/ }}
+  flow:
+    - rewriter:
+        - from: "/fruits/(.*)"
+          to: "https://api.example.com/products/$1"
+          do: redirect_permanent
+  target: {{ host: 127.0.0.1, port: {port} }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /store/ }}
+  flow:
+    - rewriter:
+        - from: ^/store/(.*)
+          to: /shop/v2/$1
+  target: {{ host: 127.0.0.1, port: {port} }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /metrics }}
+  flow:
+    - prometheus: {{}}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /if }}
+  flow:
+    - if:
+        test: "header['X-Flag'] != null and method == 'GET'"
+        flow: [ {{ return: {{ status: 202 }} }} ]
+  target: {{ host: 127.0.0.1, port: {port} }}
+"#,
+        port = backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let addr = gw.addr();
+    let preflight = |path: &'static str, origin: &'static str, headers: &'static str| {
+        send(
+            addr,
+            req("OPTIONS", path)
+                .header("origin", origin)
+                .header("access-control-request-method", "PUT")
+                .header("access-control-request-headers", headers)
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+    };
+    let r = preflight("/cors", "https://any.example", "X-Anything").await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://any.example")
+    );
+    assert_eq!(r.header("access-control-allow-headers"), Some("X-Anything"));
+    let r = get_with(addr, "/cors", &[("origin", "https://any.example")]).await;
+    assert_eq!(r.status, 204, "`statusCode` as Membrane writes it");
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://any.example")
+    );
+    // Space- and comma-separated lists; `null` is an origin.
+    let r = send(
+        addr,
+        req("OPTIONS", "/listed")
+            .header("origin", "null")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "x-foo")
+            .body(Full::new(Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    let r = preflight("/listed", "null", "x-foo").await;
+    assert_eq!(r.status, 403, "PUT is not listed");
+    // Rewriter: the list form, and redirects.
+    let r = get(addr, "/fruits/7").await;
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("location"),
+        Some("https://api.example.com/products/7")
+    );
+    get(addr, "/store/products?x=1").await;
+    assert_eq!(backend.last().uri, "/shop/v2/products?x=1");
+    // Metrics.
+    let r = get(addr, "/metrics").await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("turnpike_requests_total"), "{}", r.text());
+    // A SpEL test as Membrane writes it.
+    assert_eq!(get_with(addr, "/if", &[("x-flag", "1")]).await.status, 202);
+    assert_eq!(get(addr, "/if").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_details_can_be_left_out() {
+    let spec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/openapi/fruitshop-v2-2-0.oas.yml"
+    );
+    let yaml = |details: &str| {
+        format!(
+            "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  openapi:\n    - location: {spec}\n      validateRequests: yes\n      validationDetails: {details}\n      mock: yes\n"
+        )
+    };
+    for (details, listed) in [("yes", true), ("no", false)] {
+        let gw = TestGateway::start(&yaml(details));
+        let r = post_json(gw.addr(), "/shop/v2/products", r#"{"name": 7}"#).await;
+        assert_eq!(r.status, 400);
+        assert_eq!(r.json().get("errors").is_some(), listed, "{}", r.text());
+        assert_eq!(r.json()["type"], "urn:turnpike:problem:validation");
+    }
+}

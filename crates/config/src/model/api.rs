@@ -113,6 +113,9 @@ pub struct TargetConfig {
     /// Rewrite the `Host` header to the target's authority (default true).
     #[serde(default)]
     pub adjust_host_header: Option<Flag>,
+    /// Send requests with this method instead of the client's (Membrane's `target.method`).
+    #[serde(default)]
+    pub method: Option<String>,
     /// TLS to the backend (implied by an `https://` URL).
     #[serde(default)]
     pub ssl: Option<TargetSsl>,

@@ -30,4 +30,8 @@ pub struct OpenApiSource {
     /// schema).
     #[serde(default)]
     pub mock: Flag,
+    /// Include the violations in a rejection's body (default yes); `no`: only the title and
+    /// the status (Membrane's `validationDetails`).
+    #[serde(default)]
+    pub validation_details: Option<Flag>,
 }

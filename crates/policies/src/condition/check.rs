@@ -174,6 +174,7 @@ fn check(e: &IdedExpr, scope: &Scope) -> R<(Node, Ty)> {
             let t = lit_ty(&l);
             (Node::Lit(l), t)
         }),
+        Expr::Ident(name) if scope.spel => spel_ident(e, name),
         Expr::Ident(name) => ident(e, name),
         Expr::Select(s) => {
             if s.test {
@@ -322,6 +323,69 @@ fn ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
     })
 }
 
+/// Membrane's SpEL variables.
+fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
+    let var = match name {
+        "method" => Var::Method,
+        "path" => Var::Path,
+        "statusCode" => Var::ResponseStatus,
+        "header" | "headers" => Var::Headers,
+        "params" | "param" => Var::Query,
+        "pathParam" => Var::PathParams,
+        "property" | "properties" => {
+            return fail(
+                e,
+                "exchange properties (Membrane's `setProperty`) are not supported; test headers instead",
+            )
+        }
+        other => {
+            return fail(
+                e,
+                format!(
+                    "`{other}` is not supported in Membrane's expressions here (method, path, statusCode, header, params, pathParam are)"
+                ),
+            )
+        }
+    };
+    Ok((Node::Var(var), var_ty(var)))
+}
+
+/// SpEL's `m[k] == null` / `m[k] != null` (and `m.k`): whether the map has the key, since a
+/// missing key is null there (and an error in CEL).
+fn null_test(a: &Node, b: &Node, negate: bool) -> Option<Node> {
+    let (probe, Node::Lit(Lit::Null)) = (a, b) else {
+        return None;
+    };
+    let (map, key) = match probe {
+        Node::Index(m, k) => (m, clone_key(k)?),
+        Node::Field(m, name) => (
+            m,
+            Box::new(Node::Lit(Lit::Str(name.to_ascii_lowercase().into()))),
+        ),
+        _ => return None,
+    };
+    let has = Node::In(key, Box::new(clone_map(map)?));
+    Some(if negate {
+        has
+    } else {
+        Node::Not(Box::new(has))
+    })
+}
+
+fn clone_key(k: &Node) -> Option<Box<Node>> {
+    match k {
+        Node::Lit(l) => Some(Box::new(Node::Lit(l.clone()))),
+        _ => None,
+    }
+}
+
+fn clone_map(m: &Node) -> Option<Node> {
+    match m {
+        Node::Var(v) => Some(Node::Var(*v)),
+        _ => None,
+    }
+}
+
 fn binary<'a>(e: &IdedExpr, c: &'a CallExpr) -> R<(&'a IdedExpr, &'a IdedExpr)> {
     match c.args.as_slice() {
         [a, b] => Ok((a, b)),
@@ -376,6 +440,13 @@ fn call(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             let (bn, bt) = value(b, scope)?;
             if !comparable(&at, &bt) {
                 return fail(e, format!("a {at} is never equal to a {bt}"));
+            }
+            if scope.spel {
+                let negate = name == op::NOT_EQUALS;
+                if let Some(n) = null_test(&an, &bn, negate).or_else(|| null_test(&bn, &an, negate))
+                {
+                    return Ok((n, Ty::Bool));
+                }
             }
             Ok((
                 Node::Eq(Box::new(an), Box::new(bn), name == op::NOT_EQUALS),
@@ -502,7 +573,11 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             let [s, pattern] = args.as_slice() else {
                 return fail(e, "`matches` takes a string and a pattern");
             };
-            let sn = of_type(s, scope, &Ty::Str, "`matches`")?;
+            let sn = match value(s, scope)? {
+                // SpEL matches a number against the pattern as text (`statusCode matches '4\d\d'`).
+                (n, Ty::Int | Ty::Uint) if scope.spel => Node::Call(Func::String, vec![n]),
+                _ => of_type(s, scope, &Ty::Str, "`matches`")?,
+            };
             let Expr::Literal(LiteralValue::String(p)) = &pattern.expr else {
                 return fail(pattern, "the pattern of `matches` must be a string literal");
             };

@@ -142,6 +142,8 @@ type R<T> = Result<T, EvalError>;
 pub(crate) struct Scope {
     pub(crate) path_params: Arc<[String]>,
     pub(crate) env: Arc<HashMap<String, String>>,
+    /// Membrane's SpEL names (`method`, `path`, `header`, `statusCode`, …) instead of CEL's.
+    pub(crate) spel: bool,
 }
 
 /// A value during evaluation.

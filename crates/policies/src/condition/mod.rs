@@ -10,6 +10,7 @@
 
 mod check;
 mod eval;
+pub mod spel;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +42,43 @@ impl Condition {
         path_params: &[String],
         env: Arc<std::collections::HashMap<String, String>>,
     ) -> Result<Self, ExprError> {
+        Self::compile_in(source, path_params, env, false)
+    }
+
+    /// Compiles `source` as CEL, or, when `language` is `spel` (or not given and `source` is
+    /// not CEL), as Membrane's SpEL tests translated to CEL ([`spel::translate`]).
+    pub fn compile_with_language(
+        source: &str,
+        language: Option<&str>,
+        path_params: &[String],
+        env: Arc<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, ExprError> {
+        match language {
+            Some("cel") => Self::compile_in(source, path_params, env, false),
+            Some("spel") => {
+                Self::compile_in(&spel::translate(source), path_params, env, true)
+                    .map_err(|e| e.in_spel())
+            }
+            Some(other) => Err(ExprError {
+                line: 1,
+                column: 1,
+                message: format!(
+                    "conditions are CEL (or Membrane's SpEL with `language: spel`); `{other}` is not supported"
+                ),
+            }),
+            None => Self::compile_in(source, path_params, env.clone(), false).or_else(|cel| {
+                Self::compile_in(&spel::translate(source), path_params, env, true)
+                    .map_err(|_| cel)
+            }),
+        }
+    }
+
+    fn compile_in(
+        source: &str,
+        path_params: &[String],
+        env: Arc<std::collections::HashMap<String, String>>,
+        spel: bool,
+    ) -> Result<Self, ExprError> {
         let program = cel::Env::stdlib().compile(source).map_err(|es| {
             let e = es.errors.first();
             ExprError {
@@ -52,6 +90,7 @@ impl Condition {
         let scope = eval::Scope {
             path_params: path_params.into(),
             env,
+            spel,
         };
         let node = check::compile(program.expression(), &scope).map_err(|e| {
             let start = program
@@ -115,6 +154,17 @@ pub struct ExprError {
     pub column: u32,
     /// What is wrong.
     pub message: String,
+}
+
+impl ExprError {
+    /// The place is in the translation, not in what was written: only the message counts.
+    fn in_spel(self) -> Self {
+        ExprError {
+            line: 1,
+            column: 1,
+            message: format!("{} (in the expression translated from SpEL)", self.message),
+        }
+    }
 }
 
 /// `if` and `choose` compiled: the branches in order, the last one without a test when there is
@@ -224,6 +274,8 @@ impl Policy for Choose {
 struct IfSettings {
     test: String,
     #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
     flow: Vec<PolicyConfig>,
     #[serde(default, rename = "else")]
     otherwise: Option<Vec<PolicyConfig>>,
@@ -233,6 +285,8 @@ struct IfSettings {
 #[serde(deny_unknown_fields)]
 struct WhenSettings {
     when: Option<String>,
+    #[serde(default)]
+    language: Option<String>,
     #[serde(default)]
     flow: Vec<PolicyConfig>,
     otherwise: Option<Vec<PolicyConfig>>,
@@ -251,15 +305,13 @@ pub(crate) fn compile<T>(
     let before = errors.0.len();
     let env = check::environment();
     let params = &ctx.scope.path_params;
-    let test = |source: &str, key: &str, errors: &mut ConfigErrors| match Condition::compile(
-        source,
-        params,
-        env.clone(),
-    ) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            errors.push(expression_error(owner, key, source, &e));
-            None
+    let test = |source: &str, language: Option<&str>, key: &str, errors: &mut ConfigErrors| {
+        match Condition::compile_with_language(source, language, params, env.clone()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(expression_error(owner, key, source, &e));
+                None
+            }
         }
     };
     let mut branches = Vec::new();
@@ -269,7 +321,12 @@ pub(crate) fn compile<T>(
                 Ok(s) => s,
                 Err(es) => return settings_errors(owner, at, es, errors),
             };
-            let cond = test(&s.test, &format!("{at}.test"), errors);
+            let cond = test(
+                &s.test,
+                s.language.as_deref(),
+                &format!("{at}.test"),
+                errors,
+            );
             let chain = compile(&s.flow, &format!("{at}.flow"), errors);
             branches.push((cond, Arc::new(chain)));
             if let Some(e) = &s.otherwise {
@@ -287,7 +344,12 @@ pub(crate) fn compile<T>(
                 let key = format!("{at}[{i}]");
                 match (&w.when, &w.otherwise) {
                     (Some(source), None) => {
-                        let cond = test(source, &format!("{key}.when"), errors);
+                        let cond = test(
+                            source,
+                            w.language.as_deref(),
+                            &format!("{key}.when"),
+                            errors,
+                        );
                         let chain = compile(&w.flow, &format!("{key}.flow"), errors);
                         branches.push((cond, Arc::new(chain)));
                     }

@@ -184,3 +184,52 @@ fn claims_are_dynamic() {
     assert!(!cond(r#"jwt.sub > 3"#).holds(&ex));
     assert!(cond(r#"jwt.roles == ["a", "b"]"#).holds(&ex));
 }
+
+fn spel(src: &str) -> Condition {
+    Condition::compile_with_language(src, None, &["id".to_owned()], env())
+        .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+}
+
+#[test]
+fn membranes_spel_tests_without_a_language() {
+    let mut ex = full();
+    for src in [
+        "method == 'GET'",
+        "header['X-Tier'] == 'gold'",
+        "headers['x-tier'] != null and header['X-Nope'] == null",
+        "path.startsWith('/items')",
+        r"path matches '/items/\d+'",
+        "params['page'] == '2'",
+        "pathParam.id == '42'",
+        "not (method == 'POST') or false",
+    ] {
+        assert!(spel(src).holds(&ex), "{src}");
+    }
+    for src in [
+        "method == 'POST'",
+        "header['X-Nope'] != null",
+        "path matches '/items'",
+    ] {
+        assert!(!spel(src).holds(&ex), "{src}");
+    }
+    let c = spel(r"statusCode matches '5\d\d'");
+    assert!(!c.holds(&ex));
+    ex.response = Some(
+        http::Response::builder()
+            .status(503)
+            .body(turnpike_core::Body::Empty)
+            .unwrap(),
+    );
+    assert!(c.holds(&ex));
+    // CEL stays CEL: `path` is the map of path parameters there.
+    assert!(spel("path.id == '42' && request.method == 'GET'").holds(&ex));
+    // Properties, and languages conditions do not speak, are load errors.
+    let e =
+        Condition::compile_with_language("property.city == 'Bonn'", None, &[], env()).unwrap_err();
+    assert!(e.message.contains("unknown variable"), "{e:?}");
+    let e = Condition::compile_with_language("property.city == 'Bonn'", Some("spel"), &[], env())
+        .unwrap_err();
+    assert!(e.message.contains("exchange properties"), "{e:?}");
+    let e = Condition::compile_with_language("//order", Some("xpath"), &[], env()).unwrap_err();
+    assert!(e.message.contains("`xpath` is not supported"), "{e:?}");
+}

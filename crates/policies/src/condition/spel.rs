@@ -1,0 +1,93 @@
+//! Membrane's SpEL tests as its configurations write them, translated to CEL: `and`, `or` and
+//! `not` become `&&`, `||` and `!`; `x matches 'regex'` becomes `x.matches(r'^(?:regex)$')` (SpEL
+//! matches the whole string); `?.` becomes `.`. The names (`method`, `path`, `header['X']`,
+//! `statusCode`, `params`, `pathParam`) are resolved by the checker in SpEL mode, where
+//! `m['k'] != null` tests whether the key is there.
+
+/// The CEL text for the SpEL test `src`.
+pub fn translate(src: &str) -> String {
+    // Split into string literals (kept) and the code between them (translated).
+    let mut parts: Vec<(bool, String)> = Vec::new();
+    let mut rest = src;
+    while let Some(start) = rest.find(['\'', '"']) {
+        let quote = rest[start..].chars().next().unwrap_or('\'');
+        parts.push((false, rest[..start].to_owned()));
+        let body = &rest[start + 1..];
+        let end = body.find(quote).map_or(body.len(), |e| e);
+        parts.push((true, body[..end].to_owned()));
+        rest = body.get(end + 1..).unwrap_or("");
+    }
+    parts.push((false, rest.to_owned()));
+    let mut out = String::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let (literal, text) = &parts[i];
+        if *literal {
+            out.push_str(&format!("r'{}'", text.replace('\'', "")));
+            i += 1;
+            continue;
+        }
+        let code = words(text);
+        // `x matches 'r'`: the code before a literal ends with `matches`.
+        if let (Some(before), Some((true, pattern))) =
+            (code.trim_end().strip_suffix("matches"), parts.get(i + 1))
+        {
+            out.push_str(before.trim_end());
+            out.push_str(&format!(".matches(r'^(?:{})$')", pattern.replace('\'', "")));
+            i += 2;
+            continue;
+        }
+        out.push_str(&code);
+        i += 1;
+    }
+    out
+}
+
+/// Translates SpEL's word operators in code outside string literals.
+fn words(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match word.as_str() {
+            "and" => out.push_str("&&"),
+            "or" => out.push_str("||"),
+            "not" => out.push('!'),
+            w => out.push_str(w),
+        }
+        word.clear();
+    };
+    for c in code.chars() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out.replace("?.", ".").replace("?[", "[")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::translate;
+
+    #[test]
+    fn membranes_forms() {
+        assert_eq!(translate("statusCode >= 400"), "statusCode >= 400");
+        assert_eq!(
+            translate(r"statusCode matches '4\d\d'"),
+            r"statusCode.matches(r'^(?:4\d\d)$')"
+        );
+        assert_eq!(
+            translate("header['X-Id'] == null and method == 'POST'"),
+            "header[r'X-Id'] == null && method == r'POST'"
+        );
+        assert_eq!(translate("not isXML()"), "! isXML()");
+        assert_eq!(
+            translate(r#"path.startsWith("/foo")"#),
+            "path.startsWith(r'/foo')"
+        );
+        assert_eq!(translate("params?.a?.[0] == 'v'"), "params.a.[0] == r'v'");
+    }
+}
