@@ -22,7 +22,7 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 ETCD_CLIENT, ETCD_PEER = 23790, 23800
 
 
@@ -77,9 +77,14 @@ def start(turnpike, tmp, i, store):
     f = os.path.join(d, "gateway.yaml")
     with open(f, "w") as fh:
         fh.write(config(2001 + i, 2091 + i, store(d)))
-    p = subprocess.Popen(["taskset", "-c", "1", turnpike, "run", "-c", f],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_up(2001 + i)
+    log = open(os.path.join(d, "gateway.log"), "w")
+    p = subprocess.Popen(["taskset", "-c", "1", turnpike, "run", "-c", f], stdout=log, stderr=log)
+    try:
+        wait_up(2001 + i)
+    except SystemExit:
+        with open(os.path.join(d, "gateway.log")) as fh:
+            sys.stderr.write(fh.read()[-2000:])
+        raise
     return p
 
 

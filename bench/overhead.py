@@ -103,7 +103,7 @@ def cases(name, tmp):
             ("defaults + tracing 100% (collector down)", tel(trace % (COLLECTOR_PORT, "100%")), "/items/7", []),
         ]
     if name == "upstreams":
-        nodes = "    nodes: [ { url: http://127.0.0.1:2010 }, { url: http://127.0.0.1:2011 }, { url: http://127.0.0.1:2012 } ]\n"
+        nodes = "    nodes: [ { url: http://127.0.0.1:2010 }, { url: http://127.0.0.1:2013 }, { url: http://127.0.0.1:2014 } ]\n"
         pool = "api:\n  port: %d\n  ip: 127.0.0.1\n  target:\n%s" % (PORT, nodes)
         checks = ("    healthCheck: { active: { path: /, interval: 1s }, passive: { consecutiveFailures: 3, ejectFor: 10s } }\n"
                   "    retries: { attempts: 2, on: [connect-failure, reset, 502, 503] }\n")
@@ -197,7 +197,11 @@ def failover(turnpike, config, victim, seconds):
     try:
         url = "http://127.0.0.1:%d/items/7" % PORT
         wait_200(url, [])
-        timer = threading.Timer(seconds / 3, victim.kill)
+        def crash():
+            # The node's master and workers at once, as a crashed host.
+            subprocess.run(["pkill", "-KILL", "-P", str(victim.pid)], check=False)
+            victim.kill()
+        timer = threading.Timer(seconds / 3, crash)
         timer.start()
         cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds, url]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -234,12 +238,14 @@ def main():
         wait_200("http://127.0.0.1:%d/" % BACKEND, [])
         backends = {}
         if args.set == "upstreams":
-            for port in (2011, 2012):
+            # Two more copies of the backend (their stub_status moved off 2011).
+            for port, status in ((2013, 2015), (2014, 2016)):
                 d = os.path.join(tmp, "backend%d" % port)
                 os.makedirs(d)
                 conf = os.path.join(d, "nginx.conf")
                 with open(os.path.join(BENCH, "configs", "nginx-backend.conf")) as src, open(conf, "w") as dst:
-                    dst.write(src.read().replace("127.0.0.1:2010", "127.0.0.1:%d" % port))
+                    dst.write(src.read().replace("127.0.0.1:2010", "127.0.0.1:%d" % port)
+                              .replace("127.0.0.1:2011", "127.0.0.1:%d" % status))
                 backends[port] = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")])
                 procs.append(backends[port])
                 wait_200("http://127.0.0.1:%d/" % port, [])
@@ -287,7 +293,7 @@ def main():
             errs = sum(x["errors"] for x in results[label])
             lines.append("| %s | %.0f | %.3f | %.1f | %+.1f | %d |" % (label, rps, rps / ref_rps, cpu, cpu - ref_cpu, errs))
         if args.set == "upstreams":
-            lines += ["", failover(args.turnpike, files[3], backends[2012], args.duration)]
+            lines += ["", failover(args.turnpike, files[3], backends[2014], args.duration)]
         report = "\n".join(lines) + "\n"
         print(report)
         if args.out:
