@@ -464,6 +464,20 @@ fn model_error(origin: &Origin, e: CompileError) -> ConfigError {
 fn friendlier(key: &str, message: String) -> String {
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         if key.is_empty() {
+            let kind = rest.split('`').next().unwrap_or("");
+            let membrane = match kind {
+                "components" => Some("repeat the policies where they are used, or put shared ones in `global:` or a consumer's flow"),
+                "proxy" => Some("forward proxying is not supported"),
+                "configuration" => Some("use a `gateway:` document"),
+                "sslProxy" => Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`"),
+                "internal" => Some("internal APIs are not supported"),
+                _ => None,
+            };
+            if let Some(instead) = membrane {
+                return format!(
+                    "unknown document kind `{kind}`: Membrane's `{kind}:` documents are not supported: {instead} (see docs/membrane.md)"
+                );
+            }
             return format!("unknown document kind `{rest}");
         }
     }
@@ -501,6 +515,18 @@ mod tests {
         assert_eq!((e.location.line, e.location.column), (3, 3), "{e}");
         assert_eq!(e.location.key, "api.prot");
         assert!(e.message.contains("unknown field `prot`"), "{e}");
+    }
+
+    #[test]
+    fn membranes_documents_name_the_alternative() {
+        let err = load_str("t.yaml", "components:\n  a: {}\n", &env).unwrap_err();
+        assert!(
+            err.0[0]
+                .message
+                .contains("Membrane's `components:` documents are not supported"),
+            "{err}"
+        );
+        assert_eq!(err.0[0].location.line, 1, "{err}");
     }
 
     #[test]

@@ -46,7 +46,11 @@ impl Gateway {
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !pid.exists() {
-            assert!(Instant::now() < deadline, "a gateway did not start");
+            assert!(
+                Instant::now() < deadline,
+                "a gateway did not start: {}",
+                std::fs::read_to_string(dir.path().join("gw.log")).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Gateway {

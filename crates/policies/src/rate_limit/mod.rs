@@ -286,11 +286,17 @@ impl PolicyFactory for RateLimiter {
                     Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(e),
                 }
                 .map_err(|m| err("keyExpression", m))?;
-                if t.as_literal().is_some() {
+                // A word (`all`) is one counter for every request, on purpose; other text without
+                // placeholders is an expression of another language (Membrane's SpEL) read as text.
+                let word = |l: &str| {
+                    l.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                };
+                if t.as_literal().is_some_and(|l| !word(l)) {
                     return Err(err(
                         "keyExpression",
                         format!(
-                            "`{e}` is the same for every request (one counter for all); write a template such as `${{header.X-Client}}`, or a JSONPath with `language: jsonpath`"
+                            "`{e}` has no placeholder, so it would be one counter for every request; write a template such as `${{header.X-Client}}`, a JSONPath with `language: jsonpath`, or a single word for one shared counter"
                         ),
                     ));
                 }
