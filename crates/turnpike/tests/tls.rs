@@ -513,11 +513,20 @@ async fn poisoning_backend(pki: &Pki) -> (u16, std::sync::Arc<std::sync::atomic:
                         .and_then(|r| r.split(' ').next())
                         .and_then(|n| n.parse::<usize>().ok())
                     {
+                        // All three are sealed (head, body in 16 KiB records, the extra
+                        // response in a record of its own) before any byte leaves, and the
+                        // flush below sends them in one go: the extra response is already on
+                        // its way when the body's last record arrives, whatever the scheduling.
+                        // (A backend that sends it later, once the connection was reused, is a
+                        // race no HTTP/1.1 client can tell from a response.)
+                        use std::io::Write;
+                        let conn = tls.get_mut().1;
+                        conn.set_buffer_limit(None);
                         let h = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
-                        tls.write_all(h.as_bytes()).await.unwrap();
-                        tls.write_all(&vec![b'b'; n]).await.unwrap();
-                        tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nEVIL!")
-                            .await
+                        conn.writer().write_all(h.as_bytes()).unwrap();
+                        conn.writer().write_all(&vec![b'b'; n]).unwrap();
+                        conn.writer()
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nEVIL!")
                             .unwrap();
                     } else {
                         tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
