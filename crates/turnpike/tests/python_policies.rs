@@ -317,10 +317,10 @@ async fn an_executor_killed_under_load_is_back_within_a_second() {
             .all(|(s, t)| *s == 500 && t == "urn:turnpike:problem:policy-failed"),
         "{failed:?}"
     );
-    // Only the calls in flight when it died (one per client loop at most) failed: the others
-    // waited for it to be back.
+    // Only calls in flight when it died failed (one per client loop and the probe, and those
+    // queued on its connection before its end was read): the others waited for it to be back.
     assert!(
-        failed.len() <= 5,
+        failed.len() <= 10,
         "{} of {} failed",
         failed.len(),
         all.len()
