@@ -128,17 +128,25 @@ pub fn compile_flow<T>(
                     response,
                 });
             }
-            Err(es) => {
-                for e in es {
-                    let key = join(at, &e.key);
-                    errors.push(if e.at_key {
-                        owner.error_at_key(&key, e.message)
-                    } else {
-                        owner.error(&key, e.message)
-                    });
-                }
-            }
+            Err(es) => push_errors(owner, at, es, errors),
         }
+    }
+}
+
+/// The errors of the settings at key `at` of `owner`, each at its key below `at`.
+pub(crate) fn push_errors<T>(
+    owner: &Located<T>,
+    at: &str,
+    es: Vec<turnpike_core::CompileError>,
+    errors: &mut ConfigErrors,
+) {
+    for e in es {
+        let key = join(at, &e.key);
+        errors.push(if e.at_key {
+            owner.error_at_key(&key, e.message)
+        } else {
+            owner.error(&key, e.message)
+        });
     }
 }
 

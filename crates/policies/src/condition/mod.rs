@@ -392,20 +392,7 @@ fn settings_errors<T, R>(
     es: Vec<turnpike_core::CompileError>,
     errors: &mut ConfigErrors,
 ) -> Option<R> {
-    for e in es {
-        let key = if e.key.is_empty() {
-            at.to_owned()
-        } else if e.key.starts_with('[') {
-            format!("{at}{}", e.key)
-        } else {
-            format!("{at}.{}", e.key)
-        };
-        errors.push(if e.at_key {
-            owner.error_at_key(&key, e.message)
-        } else {
-            owner.error(&key, e.message)
-        });
-    }
+    crate::flow::push_errors(owner, at, es, errors);
     None
 }
 
