@@ -387,6 +387,25 @@ mod tests {
         assert_eq!(t.render(&ex), "POST 42 b z 192.0.2.1!");
     }
 
+    proptest::proptest! {
+        /// Whatever a header holds, the rendered path and query is a valid request target whose
+        /// segments are the template's own.
+        #[test]
+        fn uri_rendering_of_any_value_stays_in_its_segment(v in "\\PC{0,30}") {
+            let t = Template::parse("/a/${header.x-v}/b?q=${header.x-v}", &TemplateScope::default()).unwrap();
+            let Ok(value) = http::HeaderValue::from_str(&v) else {
+                return Ok(());
+            };
+            let mut ex = exchange("GET", "/", &[]);
+            ex.request.headers.insert("x-v", value);
+            let out = t.render_uri(&ex);
+            proptest::prop_assert!(http::uri::PathAndQuery::try_from(out.as_str()).is_ok(), "{}", out);
+            let path = out.split('?').next().unwrap_or("");
+            proptest::prop_assert_eq!(path.split('/').count(), 4, "{}", out);
+            proptest::prop_assert!(!path.split('/').any(|s| s == ".." || s == "."), "{}", out);
+        }
+    }
+
     #[test]
     fn uri_rendering_keeps_each_value_in_its_segment() {
         let scope = TemplateScope {

@@ -233,3 +233,52 @@ fn membranes_spel_tests_without_a_language() {
     let e = Condition::compile_with_language("//order", Some("xpath"), &[], env()).unwrap_err();
     assert!(e.message.contains("`xpath` is not supported"), "{e:?}");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Any text compiles or fails with a message, as CEL or as SpEL, and what compiles
+        /// evaluates without panicking.
+        #[test]
+        fn any_expression_compiles_or_fails_cleanly(src in "\\PC{0,60}") {
+            let ex = full();
+            for language in [None, Some("cel"), Some("spel")] {
+                match Condition::compile_with_language(&src, language, &["id".to_owned()], env()) {
+                    Ok(c) => {
+                        let _ = c.holds(&ex);
+                    }
+                    Err(e) => prop_assert!(!e.message.is_empty()),
+                }
+            }
+        }
+
+        /// Expressions built from the grammar's pieces, which compile far more often.
+        #[test]
+        fn expressions_of_variables_and_operators_never_panic(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("request.method"), Just("request.headers['x-tier']"), Just("jwt.level"),
+                    Just("consumer.groups"), Just("path.id"), Just("response.status"),
+                    Just("'gold'"), Just("3"), Just("2.5"), Just("true"), Just("null"),
+                    Just("["), Just("]"), Just("("), Just(")"), Just(","), Just("=="),
+                    Just("!="), Just("<"), Just("&&"), Just("||"), Just("!"), Just("+"),
+                    Just("in"), Just(".size()"), Just("int("), Just("and"), Just("matches"),
+                ],
+                0..12,
+            )
+        ) {
+            let src = parts.join(" ");
+            let ex = full();
+            for language in [None, Some("spel")] {
+                if let Ok(c) = Condition::compile_with_language(&src, language, &["id".to_owned()], env()) {
+                    let _ = c.holds(&ex);
+                }
+            }
+        }
+    }
+}

@@ -267,3 +267,27 @@ mod tests {
         assert!(decode(bad.freeze()).is_none());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Frames from an executor are checked, never trusted: any bytes decode or are refused.
+        #[test]
+        fn any_frame_decodes_or_is_refused(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Some((_, f)) = super::decode(bytes::Bytes::from(bytes.clone())) {
+                prop_assert_eq!(12 + f.json.len() + f.body.len(), bytes.len());
+            }
+        }
+
+        #[test]
+        fn frames_round_trip(id in any::<u64>(), json in "\\PC{0,40}", body in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let f = super::encode(id, json.as_bytes(), &body);
+            let (got, frame) = super::decode(f.slice(4..)).unwrap();
+            prop_assert_eq!(got, id);
+            prop_assert_eq!(&frame.json[..], json.as_bytes());
+            prop_assert_eq!(&frame.body[..], &body[..]);
+        }
+    }
+}
