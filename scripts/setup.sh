@@ -26,13 +26,13 @@ command -v cc >/dev/null || need+=(build-essential)
 # protoc compiles the etcd client's gRPC definitions (etcd-client's build script).
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 if [ "$mode" = "--test" ]; then
-  # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, kill, CA roots,
+  # Tests: curl (HTTP/2 and TLS client), openssl (test keys, PKCS#12), h2load, pgrep/pkill, CA roots,
   # xmllint (schema verdicts are compared with it), python3 + pip for the test peers, ss (the
   # benchmark harness's request count, tested by bench/test_benchlib.py).
   command -v curl >/dev/null || need+=(curl)
   command -v openssl >/dev/null || need+=(openssl)
   command -v h2load >/dev/null || need+=(nghttp2-client)
-  command -v kill >/dev/null || need+=(procps)
+  command -v pkill >/dev/null || need+=(procps)
   [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
   command -v xmllint >/dev/null || need+=(libxml2-utils)
   command -v python3 >/dev/null || need+=(python3)
