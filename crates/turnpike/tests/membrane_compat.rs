@@ -303,3 +303,125 @@ async fn validation_details_can_be_left_out() {
         assert_eq!(r.json()["type"], "urn:turnpike:problem:validation");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_body_and_the_target_method_reach_the_backend() {
+    // Membrane's GET-to-POST tutorial shape.
+    let backend = Backend::start().await;
+    let yaml = format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - request:
+        - setBody:
+            value: '{{ "name": "${{param.name[0]}}" }}'
+            contentType: application/json
+  target:
+    method: POST
+    url: http://127.0.0.1:{}/products
+"#,
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    assert_eq!(get(gw.addr(), "/anything?name=Kiwi").await.status, 200);
+    let seen = backend.last();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.uri, "/products");
+    assert_eq!(seen.body, r#"{ "name": "Kiwi" }"#);
+    assert_eq!(seen.headers["content-type"], "application/json");
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  target: { url: http://127.0.0.1:1, method: \"GE T\" }\n",
+    );
+    assert!(e.contains("is not an HTTP method"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_3_2_specs_are_read_and_what_3_2_adds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |extra: &str| {
+        format!(
+            "openapi: 3.2.0\ninfo: {{ title: Items, version: '1' }}\nservers: [ {{ url: http://localhost/v1 }} ]\npaths:\n  /items:\n    post:\n      requestBody:\n        required: true\n        content:\n          application/json:\n            schema: {{ type: object, required: [name], properties: {{ name: {{ type: string }} }} }}\n      responses: {{ '200': {{ description: ok }} }}\n{extra}"
+        )
+    };
+    std::fs::write(dir.path().join("items.yaml"), spec("")).unwrap();
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  openapi: [ {{ location: {}, validateRequests: yes, mock: yes }} ]\n",
+        dir.path().join("items.yaml").display()
+    );
+    let gw = TestGateway::start(&yaml);
+    assert_eq!(
+        post_json(gw.addr(), "/v1/items", r#"{"name":"a"}"#)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post_json(gw.addr(), "/v1/items", r#"{"name":7}"#)
+            .await
+            .status,
+        400
+    );
+    drop(gw);
+    std::fs::write(
+        dir.path().join("items.yaml"),
+        spec("    query:\n      responses: { '200': { description: ok } }\n"),
+    )
+    .unwrap();
+    let e = load_error(dir.path(), &yaml);
+    assert!(e.contains("OpenAPI 3.2's `query` is not supported"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_reach_the_gateways_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "gateway: {{ accessLog: false }}\n---\napi:\n  port: {port}\n  ip: 127.0.0.1\n  flow:\n    - log: {{ message: \"Path: ${{path}} status ${{statusCode}}\", label: shop, level: WARN }}\n    - return: {{ status: 201 }}\n"
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("stderr.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["run", "-c"])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(get(addr, "/orders/7").await.status, 201);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("status 201") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    // One line for the request (no status yet), one for the response.
+    assert_eq!(
+        text.matches("shop Path: /orders/7 status").count(),
+        2,
+        "{text}"
+    );
+    assert!(text.contains("shop Path: /orders/7 status 201"), "{text}");
+    assert!(text.contains("WARN"), "{text}");
+}
