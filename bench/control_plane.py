@@ -20,6 +20,8 @@ import tempfile
 import threading
 import time
 
+import benchlib
+
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 TOKEN = "bench-token-0123456789"
@@ -108,14 +110,12 @@ def pct(values, p):
 
 
 def wrk(port, seconds):
-    out = subprocess.run(["taskset", "-c", "0", "wrk", "-t1", "-c50", "-d%ds" % seconds,
+    out = subprocess.run(["taskset", "-c", "0", "wrk", "-t1", "-c50", "-d%ds" % seconds, "--latency",
                           "http://127.0.0.1:%d/x" % port], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        if line.startswith("Requests/sec:"):
-            rps = float(line.split()[1])
-        if "Non-2xx" in line or "Socket errors" in line:
-            print("  wrk: " + line.strip(), file=sys.stderr)
-    return rps
+    w = benchlib.parse_wrk(out)
+    if w["non2xx"] or w["sock_errors"]:
+        print("  wrk: %d non-2xx, %d socket errors" % (w["non2xx"], w["sock_errors"]), file=sys.stderr)
+    return w["rps"]
 
 
 def main():

@@ -15,7 +15,6 @@ Needs nginx, wrk, taskset; redis-server for `ratelimit`; python3 for `conditions
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -25,6 +24,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+import benchlib
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
@@ -159,16 +160,13 @@ def wait_200(url, headers, timeout=30):
     sys.exit("%s did not answer 200" % url)
 
 
-def wrk(url, headers, seconds, lua=None):
-    cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds]
+def wrk(url, headers, seconds):
+    """wrk's figures (benchlib.parse_wrk) for a run against `url`."""
+    cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds, "--latency"]
     for k, v in headers:
         cmd += ["-H", "%s: %s" % (k, v)]
     cmd.append(url)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    total = re.search(r"(\d+) requests in", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return float(m.group(1)), int(total.group(1)), int(non2xx.group(1)) if non2xx else 0
+    return benchlib.parse_wrk(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
 def run_case(cmd, url, headers, seconds, env=None):
@@ -179,9 +177,10 @@ def run_case(cmd, url, headers, seconds, env=None):
         wrk(url, headers, 1)
         time.sleep(0.2)
         before = tree_cpu_ns(proc.pid)
-        rps, n, errors = wrk(url, headers, seconds)
+        w = wrk(url, headers, seconds)
         cpu = tree_cpu_ns(proc.pid) - before
-        return {"rps": rps, "cpu_us": cpu / 1000 / max(n, 1), "errors": errors}
+        return {"rps": w["rps"], "cpu_us": cpu / 1000 / max(w["requests"], 1),
+                "errors": w["non2xx"] + w["sock_errors"]}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -203,15 +202,10 @@ def failover(turnpike, config, victim, seconds):
             victim.kill()
         timer = threading.Timer(seconds / 3, crash)
         timer.start()
-        cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", "-c50", "-d%ds" % seconds, url]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        w = wrk(url, [], seconds)
         timer.join()
-        total = re.search(r"(\d+) requests in", out).group(1)
-        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        sock = re.search(r"Socket errors: (.*)", out)
         return ("A node killed a third into a %d s wrk run against the pool with health checks and retries: "
-                "%s requests, %s non-2xx, socket errors: %s." % (seconds, total, non2xx.group(1) if non2xx else "0",
-                                                                  sock.group(1) if sock else "none"))
+                "%d requests, %d non-2xx, %d socket errors." % (seconds, w["requests"], w["non2xx"], w["sock_errors"]))
     finally:
         proc.terminate()
         proc.wait(10)
@@ -281,7 +275,6 @@ def main():
             results["nginx proxy"].append(res)
         elapsed = time.time() - started
         ref = all_cases[0][0]
-        lines_ref = "× %s" % ref
         ref_rps = statistics.median(x["rps"] for x in results[ref])
         ref_cpu = statistics.median(x["cpu_us"] for x in results[ref])
         lines = ["%d rounds of %d s per case, interleaved (%.0f min); medians; one gateway worker on CPU %s, wrk -c50 and the nginx backend on CPU %s." %
