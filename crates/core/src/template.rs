@@ -296,6 +296,7 @@ impl Template {
         &self,
         ex: &Exchange,
         msg: Message,
+        // Rendering a URI: path parameters decoded first, every value through `put`.
         decode_params: bool,
         out: &mut String,
         put: &mut dyn FnMut(&mut String, &str),
@@ -343,9 +344,14 @@ impl Template {
                         Message::Request => json::cached_request_json(ex),
                         Message::Response => json::cached_response_json(ex),
                     };
-                    let mut s = String::new();
-                    p.render_into(v, &mut s);
-                    put(out, &s);
+                    if decode_params {
+                        let mut s = String::new();
+                        p.render_into(v, &mut s);
+                        put(out, &s);
+                    } else {
+                        // As written: straight into the output, no copy.
+                        p.render_into(v, out);
+                    }
                 }
                 Part::Path => put(out, ex.request.uri.path()),
                 Part::Status => {
