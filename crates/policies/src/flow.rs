@@ -9,6 +9,7 @@ use turnpike_core::settings::parse_all;
 use turnpike_core::{Chain, CompileContext, PolicyKind};
 
 use crate::registry;
+use crate::settings_errors::{join, push_errors};
 
 /// In which phases a policy of a flow runs: the top-level flow runs policies both ways (as
 /// Membrane does); `request:` and `response:` sub-flows restrict them.
@@ -133,23 +134,6 @@ pub fn compile_flow<T>(
     }
 }
 
-/// The errors of the settings at key `at` of `owner`, each at its key below `at`.
-pub(crate) fn push_errors<T>(
-    owner: &Located<T>,
-    at: &str,
-    es: Vec<turnpike_core::CompileError>,
-    errors: &mut ConfigErrors,
-) {
-    for e in es {
-        let key = join(at, &e.key);
-        errors.push(if e.at_key {
-            owner.error_at_key(&key, e.message)
-        } else {
-            owner.error(&key, e.message)
-        });
-    }
-}
-
 /// The direction a structural entry (`request:`, `response:`) restricts its policies to.
 fn sub_flow(name: &str) -> Option<Direction> {
     match name {
@@ -184,14 +168,6 @@ fn misplaced(kind: &PolicyKind, dir: Direction, ctx: &CompileContext<'_>) -> Opt
         );
     }
     None
-}
-
-fn join(at: &str, key: &str) -> String {
-    match key {
-        "" => at.to_owned(),
-        k if k.starts_with('[') => format!("{at}{k}"),
-        k => format!("{at}.{k}"),
-    }
 }
 
 /// True when the flow has a policy that checks SOAP messages (in any phase), so that its API

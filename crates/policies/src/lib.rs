@@ -25,6 +25,7 @@ pub mod registry;
 mod respond;
 pub mod rewriter;
 pub mod set_body;
+mod settings_errors;
 pub mod size_limit;
 mod static_body;
 pub mod template;

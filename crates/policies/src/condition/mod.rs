@@ -392,7 +392,7 @@ fn settings_errors<T, R>(
     es: Vec<turnpike_core::CompileError>,
     errors: &mut ConfigErrors,
 ) -> Option<R> {
-    crate::flow::push_errors(owner, at, es, errors);
+    crate::settings_errors::push_errors(owner, at, es, errors);
     None
 }
 
