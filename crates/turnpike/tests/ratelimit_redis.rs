@@ -1,7 +1,8 @@
 //! Rate limits shared through a real Redis by three gateway processes: `exact` admits exactly
 //! the limit under concurrent load, `local-sync` stays within its documented overshoot, Redis
 //! stopped mid-test is handled by `onError` within the timeout and limits hold again once it is
-//! back, keys expire, passwords and TLS work; and local counters survive a reload.
+//! back, keys expire, passwords and TLS work; a Redis Cluster spreads the keys over its nodes;
+//! a Sentinel failover is followed; and local counters survive a reload.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -339,6 +340,11 @@ async fn local_counters_survive_a_reload_and_settings_are_checked() {
         ("{ requestLimit: 1, requestLimitDuration: 1m, algorithm: tokenBucket, mode: local-sync, store: { redis: { url: \"redis://x\" } } }", "counts fixed windows"),
         ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { url: \"redis://x\", onError: maybe } } }", "not `allow` or `deny`"),
         ("{ requestLimit: 1, requestLimitDuration: 1m, rejectStatus: 200 }", "error status"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { url: \"redis://x\", cluster: [\"redis://y\"] } } }", "exactly one of `url`"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { } } }", "exactly one of `url`"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { cluster: [\"redis://a\", \"rediss://b\"] } } }", "all redis:// or all rediss://"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { sentinel: { masterName: m, nodes: [] } } } }", "at least one Sentinel"),
+        ("{ requestLimit: 1, requestLimitDuration: 1m, store: { redis: { sentinel: { masterName: m, nodes: [\"redis://a:26379\"] }, ca: ca.pem } } }", "only with rediss://"),
     ] {
         let f = dir.path().join("bad.yaml");
         std::fs::write(&f, format!("api:\n  port: 1\n  flow:\n    - rateLimiter: {bad}\n")).unwrap();
@@ -359,4 +365,118 @@ async fn reject_status_and_message_are_configurable() {
     assert_eq!(r.json()["type"], "urn:turnpike:problem:rate-limited");
     assert!(r.header("retry-after").is_some());
     let _ = Path::new(".");
+}
+
+/// Sends a GET with `X-User: user` to `addr`; the status.
+async fn as_user(addr: SocketAddr, user: &str) -> u16 {
+    get_with(addr, "/", &[("x-user", user)])
+        .await
+        .status
+        .as_u16()
+}
+
+/// The values of the rate limit keys on a node (by `redis-cli`).
+fn counts_on(r: &Redis) -> Vec<u64> {
+    r.cli(&["KEYS", "turnpike:rl:*"])
+        .lines()
+        .filter(|k| !k.is_empty())
+        .map(|k| r.cli(&["GET", k]).trim().parse().unwrap_or(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_holds_the_counters_of_both_modes_spread_over_its_nodes() {
+    if !redis::available() {
+        return;
+    }
+    let cluster = redis::Cluster::start();
+    let seeds: Vec<String> = cluster.nodes[..2]
+        .iter()
+        .map(|n| format!("\"redis://127.0.0.1:{}\"", n.port))
+        .collect();
+    let limiter = |mode: &str| {
+        format!(
+            "{{ requestLimit: 3, requestLimitDuration: PT24H, keyExpression: \"${{header.X-User}}\", mode: {mode}, store: {{ redis: {{ cluster: [{}], timeout: 500ms, onError: deny }} }} }}",
+            seeds.join(", ")
+        )
+    };
+    // exact: one script per request, each on the node owning its key's slot (two seeds are
+    // enough to find the third node).
+    let g = Gateway::start(&limiter("exact"));
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for round in 0..5 {
+        for user in 0..30 {
+            let s = as_user(g.addr, &format!("u{user}")).await;
+            *statuses.entry(s).or_default() += 1;
+            if round < 3 {
+                assert_eq!(s, 200, "user {user}, request {round}");
+            }
+        }
+    }
+    assert_eq!(statuses.get(&200), Some(&90), "{statuses:?}");
+    assert_eq!(statuses.get(&429), Some(&60), "{statuses:?}");
+    let per_node: Vec<Vec<u64>> = cluster.nodes.iter().map(counts_on).collect();
+    assert!(
+        per_node.iter().all(|c| !c.is_empty()),
+        "every node holds some of the 30 keys: {per_node:?}"
+    );
+    assert_eq!(per_node.iter().flatten().count(), 30, "{per_node:?}");
+    assert!(per_node.iter().flatten().all(|n| *n == 3), "{per_node:?}");
+    drop(g);
+    // local-sync: per-key pipelines reach every node.
+    let g = Gateway::start(&limiter("local-sync, syncInterval: 50ms"));
+    for user in 0..20 {
+        for _ in 0..2 {
+            assert_eq!(as_user(g.addr, &format!("s{user}")).await, 200);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let synced: u64 = cluster.nodes.iter().flat_map(counts_on).sum();
+        // 90 counted by the exact limiter, 40 by this one.
+        if synced == 130 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "synced {synced} of 130");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_moves_the_counters_to_the_new_primary() {
+    if !redis::available() {
+        return;
+    }
+    let set = redis::Sentinels::start();
+    assert_eq!(set.primary_port(), set.primary.port);
+    let limiter = format!(
+        "{{ requestLimit: 30, requestLimitDuration: PT24H, keyExpression: all, store: {{ redis: {{ sentinel: {{ masterName: mymaster, nodes: [\"redis://127.0.0.1:{}\"] }}, timeout: 500ms, onError: deny }} }} }}",
+        set.sentinel.port
+    );
+    let g = Gateway::start(&limiter);
+    for i in 0..10 {
+        assert_eq!(get(g.addr, "/").await.status, 200, "request {i}");
+    }
+    assert_eq!(counts_on(&set.primary), vec![10]);
+    set.fail_over();
+    // The gateway asks the Sentinel every second (and at once after a failure): give it two.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(get(g.addr, "/").await.status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        20,
+        "the count replicated to the new primary goes on: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        counts_on(&set.replica),
+        vec![30],
+        "the new primary holds the count"
+    );
 }

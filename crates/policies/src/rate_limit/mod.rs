@@ -6,6 +6,7 @@
 //! `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
 
 pub mod redis;
+pub mod redis_server;
 pub mod store;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use turnpike_core::{BodyNeed, Exchange, Outcome, Policy, Problem, Resume, Templa
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
 use self::redis::{Mode, OnError, RedisStore};
+use self::redis_server::{Sentinel, Server};
 use self::store::{Decision, Key, Store};
 use crate::err;
 use crate::language::ExpressionLanguage;
@@ -89,20 +91,28 @@ pub struct RateStoreSettings {
     pub redis: RedisSettings,
 }
 
-/// A Redis server.
+/// The Redis a fleet's counters live in: one server (`url`), a Redis Cluster (`cluster`), or the
+/// primary that Sentinels name (`sentinel`); exactly one of them.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RedisSettings {
-    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
-    pub url: String,
+    /// One server: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A Redis Cluster: the URLs of some of its nodes (all `redis://` or all `rediss://`).
+    #[serde(default)]
+    pub cluster: Vec<String>,
+    /// The primary of a master monitored by Redis Sentinels.
+    #[serde(default)]
+    pub sentinel: Option<SentinelSettings>,
     /// User name (instead of in the URL).
     #[serde(default)]
     pub username: Option<String>,
     /// Password (instead of in the URL).
     #[serde(default)]
     pub password: Option<String>,
-    /// With `rediss://`: the CA certificates (PEM) the server's certificate must chain to
-    /// (default: the system's).
+    /// With TLS: the CA certificates (PEM) the servers' certificates must chain to (default:
+    /// the system's).
     #[serde(default)]
     pub ca: Option<String>,
     /// How long a request may wait for Redis (default 50ms).
@@ -111,6 +121,26 @@ pub struct RedisSettings {
     /// When Redis fails or is late: `allow` (default; fail open) or `deny` (fail closed: 503).
     #[serde(default)]
     pub on_error: Option<String>,
+}
+
+/// Redis Sentinels and the master they monitor.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SentinelSettings {
+    /// The master's name in the Sentinels' configuration.
+    pub master_name: String,
+    /// The Sentinels: `redis://host:port`, or `rediss://` (then the primary is reached over TLS
+    /// too).
+    pub nodes: Vec<String>,
+    /// The Sentinels' user name (default: none).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// The Sentinels' password (default: none).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// The primary's database number (default 0).
+    #[serde(default)]
+    pub db: Option<i64>,
 }
 
 /// Rate limiting algorithm.
@@ -363,51 +393,7 @@ fn redis_store(
     identity: &str,
     ctx: &CompileContext<'_>,
 ) -> Result<RedisStore, CompileError> {
-    let tls = if r.url.starts_with("rediss://") {
-        true
-    } else if r.url.starts_with("redis://") {
-        false
-    } else {
-        return Err(err(
-            "store.redis.url",
-            "must be a redis:// or rediss:// URL (Sentinel and Cluster are not supported: point at the primary, or at a proxy in front of the cluster)",
-        ));
-    };
-    let mut info: ::redis::ConnectionInfo =
-        ::redis::IntoConnectionInfo::into_connection_info(r.url.as_str())
-            .map_err(|e| err("store.redis.url", format!("not a Redis URL: {e}")))?;
-    if r.username.is_some() || r.password.is_some() {
-        let mut redis_info = info.redis_settings().clone();
-        if let Some(u) = &r.username {
-            redis_info = redis_info.set_username(u.clone());
-        }
-        if let Some(p) = &r.password {
-            redis_info = redis_info.set_password(p.clone());
-        }
-        info = info.set_redis_settings(redis_info);
-    }
-    let client = match (&r.ca, tls) {
-        (Some(_), false) => return Err(err("store.redis.ca", "only with a rediss:// URL")),
-        (Some(ca), true) => {
-            let path = ctx.base_dir.join(ca);
-            let pem = std::fs::read(&path).map_err(|e| {
-                err(
-                    "store.redis.ca",
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            ::redis::Client::build_with_tls(
-                info,
-                ::redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem),
-                },
-            )
-            .map_err(|e| err("store.redis.ca", format!("not usable: {e}")))?
-        }
-        (None, _) => ::redis::Client::open(info)
-            .map_err(|e| err("store.redis.url", format!("not usable: {e}")))?,
-    };
+    let server = redis_server(r, ctx)?;
     let on_error = match r.on_error.as_deref() {
         None | Some("allow") => OnError::Allow,
         Some("deny") => OnError::Deny,
@@ -454,7 +440,7 @@ fn redis_store(
         return Err(err("store.redis.timeout", "must be longer than zero"));
     }
     Ok(RedisStore::new(
-        client,
+        server,
         identity,
         timeout,
         on_error,
@@ -463,6 +449,166 @@ fn redis_store(
         c.request_limit_duration.0,
         algorithm,
     ))
+}
+
+/// Whether `url` asks for TLS (`rediss://`), or an error naming `setting`.
+fn redis_tls(url: &str, setting: &str) -> Result<bool, CompileError> {
+    if url.starts_with("rediss://") {
+        Ok(true)
+    } else if url.starts_with("redis://") {
+        Ok(false)
+    } else {
+        Err(err(
+            setting,
+            format!("`{url}` is not a redis:// or rediss:// URL"),
+        ))
+    }
+}
+
+/// The Redis of a store: one server, a cluster or a Sentinel-named primary, with credentials
+/// and TLS roots.
+fn redis_server(r: &RedisSettings, ctx: &CompileContext<'_>) -> Result<Server, CompileError> {
+    let parse = |url: &str, setting: &str| -> Result<::redis::ConnectionInfo, CompileError> {
+        let mut info = ::redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(|e| err(setting, format!("not a Redis URL: {e}")))?;
+        if r.username.is_some() || r.password.is_some() {
+            let mut redis_info = info.redis_settings().clone();
+            if let Some(u) = &r.username {
+                redis_info = redis_info.set_username(u.clone());
+            }
+            if let Some(p) = &r.password {
+                redis_info = redis_info.set_password(p.clone());
+            }
+            info = info.set_redis_settings(redis_info);
+        }
+        Ok(info)
+    };
+    let ca = |tls: bool| -> Result<Option<Vec<u8>>, CompileError> {
+        match (&r.ca, tls) {
+            (None, _) => Ok(None),
+            (Some(_), false) => Err(err("store.redis.ca", "only with rediss:// URLs")),
+            (Some(ca), true) => {
+                let path = ctx.base_dir.join(ca);
+                std::fs::read(&path).map(Some).map_err(|e| {
+                    err(
+                        "store.redis.ca",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })
+            }
+        }
+    };
+    let certs = |pem: Vec<u8>| ::redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    };
+    match (&r.url, r.cluster.is_empty(), &r.sentinel) {
+        (Some(url), true, None) => {
+            let tls = redis_tls(url, "store.redis.url")?;
+            let info = parse(url, "store.redis.url")?;
+            let client = match ca(tls)? {
+                Some(pem) => ::redis::Client::build_with_tls(info, certs(pem))
+                    .map_err(|e| err("store.redis.ca", format!("not usable: {e}")))?,
+                None => ::redis::Client::open(info)
+                    .map_err(|e| err("store.redis.url", format!("not usable: {e}")))?,
+            };
+            Ok(Server::Single(client))
+        }
+        (None, false, None) => {
+            let mut tls = None;
+            let mut nodes = Vec::new();
+            for url in &r.cluster {
+                let t = redis_tls(url, "store.redis.cluster")?;
+                if tls.is_some_and(|before| before != t) {
+                    return Err(err(
+                        "store.redis.cluster",
+                        "the nodes are all redis:// or all rediss://",
+                    ));
+                }
+                tls = Some(t);
+                nodes.push(parse(url, "store.redis.cluster")?);
+            }
+            let mut builder = ::redis::cluster::ClusterClient::builder(nodes);
+            if let Some(pem) = ca(tls == Some(true))? {
+                builder = builder.certs(certs(pem));
+            }
+            let client = builder
+                .build()
+                .map_err(|e| err("store.redis.cluster", format!("not usable: {e}")))?;
+            Ok(Server::Cluster(client))
+        }
+        (None, true, Some(s)) => {
+            if s.nodes.is_empty() {
+                return Err(err(
+                    "store.redis.sentinel.nodes",
+                    "needs at least one Sentinel",
+                ));
+            }
+            let mut tls = None;
+            let mut addrs = Vec::new();
+            for url in &s.nodes {
+                let t = redis_tls(url, "store.redis.sentinel.nodes")?;
+                if tls.is_some_and(|before| before != t) {
+                    return Err(err(
+                        "store.redis.sentinel.nodes",
+                        "the Sentinels are all redis:// or all rediss://",
+                    ));
+                }
+                tls = Some(t);
+                let info = ::redis::IntoConnectionInfo::into_connection_info(url.as_str())
+                    .map_err(|e| {
+                        err(
+                            "store.redis.sentinel.nodes",
+                            format!("not a Redis URL: {e}"),
+                        )
+                    })?;
+                addrs.push(info.addr().clone());
+            }
+            let tls = tls == Some(true);
+            let mut b = ::redis::sentinel::SentinelClientBuilder::new(
+                addrs,
+                s.master_name.clone(),
+                ::redis::sentinel::SentinelServerType::Master,
+            )
+            .map_err(|e| err("store.redis.sentinel", format!("not usable: {e}")))?;
+            if tls {
+                b = b
+                    .set_client_to_sentinel_tls_mode(::redis::TlsMode::Secure)
+                    .set_client_to_redis_tls_mode(::redis::TlsMode::Secure);
+            }
+            if let Some(pem) = ca(tls)? {
+                b = b
+                    .set_client_to_sentinel_certificates(certs(pem.clone()))
+                    .set_client_to_redis_certificates(certs(pem));
+            }
+            if let Some(u) = &s.username {
+                b = b.set_client_to_sentinel_username(u);
+            }
+            if let Some(p) = &s.password {
+                b = b.set_client_to_sentinel_password(p);
+            }
+            if let Some(u) = &r.username {
+                b = b.set_client_to_redis_username(u);
+            }
+            if let Some(p) = &r.password {
+                b = b.set_client_to_redis_password(p);
+            }
+            if let Some(db) = s.db {
+                b = b.set_client_to_redis_db(db);
+            }
+            let client = b
+                .build()
+                .map_err(|e| err("store.redis.sentinel", format!("not usable: {e}")))?;
+            Ok(Server::Sentinel(Sentinel::new(
+                client,
+                s.master_name.clone(),
+            )))
+        }
+        _ => Err(err(
+            "store.redis",
+            "needs exactly one of `url` (one server), `cluster` (its nodes) and `sentinel`",
+        )),
+    }
 }
 
 impl Reply {
@@ -623,13 +769,7 @@ impl Policy for RateLimiter {
                 }
             };
         }
-        let asked = match store.ask(redis_key) {
-            Ok(f) => f,
-            Err(e) => {
-                store.failed(&e);
-                return self.reply.store_failed(store);
-            }
-        };
+        let asked = store.ask(redis_key);
         let (reply, late_reply) = (Arc::clone(&self.reply), Arc::clone(&self.reply));
         let (s, late) = (Arc::clone(store), Arc::clone(store));
         Outcome::Wait(Wait::new(

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sha2::{Digest, Sha256};
 
+use super::redis_server::{Conn, Server};
 use super::store::Decision;
 use super::RateAlgorithm;
 
@@ -109,7 +109,7 @@ return {1, math.floor(limit - used), math.ceil(used * per)}
 /// A rate limiter's Redis store.
 pub struct RedisStore {
     id: u64,
-    client: redis::Client,
+    server: Arc<Server>,
     /// `turnpike:rl:<limiter>:`.
     prefix: String,
     timeout: Duration,
@@ -146,8 +146,8 @@ struct Local {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// Each worker's connections, per store.
-    static CONNS: RefCell<HashMap<u64, ConnectionManager>> = RefCell::new(HashMap::new());
+    /// Each worker's connections, per store, with their generation ([`Server::generation`]).
+    static CONNS: RefCell<HashMap<u64, (u64, Conn)>> = RefCell::new(HashMap::new());
 }
 
 fn now_ms() -> u64 {
@@ -160,7 +160,7 @@ impl RedisStore {
     /// A store; `namespace` identifies the limiter (its place and settings).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        client: redis::Client,
+        server: Server,
         namespace: &str,
         timeout: Duration,
         on_error: OnError,
@@ -178,7 +178,7 @@ impl RedisStore {
         };
         RedisStore {
             id: NEXT_ID.fetch_add(1, Relaxed),
-            client,
+            server: Arc::new(server),
             prefix: format!("turnpike:rl:{ns}:"),
             timeout,
             on_error,
@@ -217,48 +217,39 @@ impl RedisStore {
         }
     }
 
-    /// This worker's connection (made on first use; it connects and reconnects by itself).
-    fn connection(&self) -> Result<ConnectionManager, redis::RedisError> {
-        CONNS.with(|c| {
-            if let Some(conn) = c.borrow().get(&self.id) {
-                return Ok(conn.clone());
-            }
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(self.timeout.max(Duration::from_millis(200))))
-                .set_response_timeout(Some(self.timeout.max(Duration::from_millis(200))))
-                .set_number_of_retries(1)
-                .set_min_delay(Duration::from_millis(50))
-                .set_max_delay(Duration::from_secs(2));
-            let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
-            c.borrow_mut().insert(self.id, conn.clone());
-            Ok(conn)
-        })
-    }
-
-    /// exact: asks Redis about one request for `key` (already a Redis key).
+    /// exact: asks Redis about one request for `key` (already a Redis key). The future uses
+    /// this worker's connection (made on first use, and again after a Sentinel failover).
     pub fn ask(
         &self,
         key: String,
-    ) -> Result<
-        impl std::future::Future<Output = redis::RedisResult<Decision>> + 'static,
-        redis::RedisError,
-    > {
-        let mut conn = self.connection()?;
+    ) -> impl std::future::Future<Output = redis::RedisResult<Decision>> + 'static {
+        let id = self.id;
+        let cached = CONNS.with(|c| c.borrow().get(&id).cloned());
+        let server = Arc::clone(&self.server);
         let script = Arc::clone(&self.script);
-        let (limit, window) = (self.limit, self.window_ms);
-        Ok(async move {
-            let (allowed, remaining, reset_ms): (i64, i64, i64) = script
+        let (limit, window, timeout) = (self.limit, self.window_ms, self.timeout);
+        async move {
+            let mut conn = match cached.filter(|(g, _)| *g == server.generation()) {
+                Some((_, conn)) => conn,
+                None => {
+                    let (generation, conn) = server.connect(timeout).await?;
+                    CONNS.with(|c| c.borrow_mut().insert(id, (generation, conn.clone())));
+                    conn
+                }
+            };
+            let answer: redis::RedisResult<(i64, i64, i64)> = script
                 .key(key)
                 .arg(limit)
                 .arg(window)
                 .invoke_async(&mut conn)
-                .await?;
+                .await;
+            let (allowed, remaining, reset_ms) = answer.inspect_err(|_| server.failed())?;
             Ok(Decision {
                 allowed: allowed == 1,
                 remaining: remaining.max(0) as u64,
                 reset_secs: (reset_ms.max(0) as u64).div_ceil(1000).max(1),
             })
-        })
+        }
     }
 
     /// local-sync: decides locally for `key`; `None` when Redis has not been reached for too
@@ -325,20 +316,24 @@ impl RedisStore {
                     return;
                 };
                 rt.block_on(async move {
-                    let mut conn: Option<ConnectionManager> = None;
+                    let mut conn: Option<(u64, Conn)> = None;
                     while !stopped.load(Relaxed) {
                         let Some(store) = weak.upgrade() else { return };
-                        if conn.is_none() {
+                        if conn
+                            .as_ref()
+                            .is_none_or(|(g, _)| *g != store.server.generation())
+                        {
                             conn = tokio::time::timeout(
                                 store.timeout.max(Duration::from_millis(200)),
-                                store.client.get_connection_manager(),
+                                store.server.connect(store.timeout),
                             )
                             .await
                             .ok()
                             .and_then(Result::ok);
                         }
-                        if let Some(c) = conn.as_mut() {
+                        if let Some((_, c)) = conn.as_mut() {
                             if let Err(e) = store.sync_once(c).await {
+                                store.server.failed();
                                 store.failed(&e);
                             }
                         }
@@ -352,8 +347,9 @@ impl RedisStore {
         }
     }
 
-    /// One sync: adds the local counts in Redis and reads the fleet's totals back.
-    async fn sync_once(&self, conn: &mut ConnectionManager) -> Result<(), String> {
+    /// One sync: adds the local counts in Redis and reads the fleet's totals back (one pipeline;
+    /// on a cluster, one per key, since a pipeline's keys must share a slot, sent together).
+    async fn sync_once(&self, conn: &mut Conn) -> Result<(), String> {
         let now = now_ms();
         let window = now / self.window_ms;
         let batch: Vec<(String, u64, u64)> = {
@@ -369,24 +365,45 @@ impl RedisStore {
                 })
                 .collect()
         };
-        let mut pipe = redis::pipe();
-        for (k, w, n) in &batch {
-            let key = format!("{k}:{w}");
-            pipe.cmd("INCRBY").arg(&key).arg(*n);
-            pipe.cmd("PEXPIRE")
-                .arg(&key)
-                .arg(self.window_ms * 2)
-                .ignore();
-        }
+        let pipeline = |items: &[(String, u64, u64)]| {
+            let mut pipe = redis::pipe();
+            for (k, w, n) in items {
+                let key = format!("{k}:{w}");
+                pipe.cmd("INCRBY").arg(&key).arg(*n);
+                pipe.cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(self.window_ms * 2)
+                    .ignore();
+            }
+            pipe
+        };
+        let send = async {
+            if self.server.is_cluster() {
+                let mut tasks = tokio::task::JoinSet::new();
+                for (i, item) in batch.iter().enumerate() {
+                    let (pipe, mut conn) = (pipeline(std::slice::from_ref(item)), conn.clone());
+                    tasks.spawn(async move {
+                        let totals: redis::RedisResult<Vec<u64>> =
+                            pipe.query_async(&mut conn).await;
+                        (i, totals)
+                    });
+                }
+                let mut totals = vec![0; batch.len()];
+                while let Some(done) = tasks.join_next().await {
+                    let (i, t) = done.map_err(|e| {
+                        redis::RedisError::from((redis::ErrorKind::Io, "sync task", e.to_string()))
+                    })?;
+                    totals[i] = t?.first().copied().unwrap_or(0);
+                }
+                Ok(totals)
+            } else {
+                pipeline(&batch).query_async(conn).await
+            }
+        };
         let result: Result<Vec<u64>, String> = if batch.is_empty() {
             Ok(Vec::new())
         } else {
-            match tokio::time::timeout(
-                self.timeout.max(Duration::from_millis(200)),
-                pipe.query_async(conn),
-            )
-            .await
-            {
+            match tokio::time::timeout(self.timeout.max(Duration::from_millis(200)), send).await {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err("timed out".into()),
@@ -452,7 +469,7 @@ mod tests {
     fn keys_are_namespaced_and_tagged() {
         let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
         let s = RedisStore::new(
-            client.clone(),
+            Server::Single(client.clone()),
             "api a|flow[0].rateLimiter|settings",
             Duration::from_millis(50),
             OnError::Allow,
@@ -462,7 +479,7 @@ mod tests {
             RateAlgorithm::FixedWindow,
         );
         let other = RedisStore::new(
-            client,
+            Server::Single(client),
             "api b|flow[0].rateLimiter|settings",
             Duration::from_millis(50),
             OnError::Allow,
