@@ -140,6 +140,9 @@ MEMBRANE_CASES = [
                          "repeated elements), vs plain proxying of the same SOAP call", 0.55),
     ("soapvalidate-orders", "7b. SOAP validation on order-service.wsdl, vs plain proxying", 0.45),
 ]
+# The port of the `prometheus` API in the SOAP policy configs (fast-path misses are read there).
+METRICS_PORT = 2090
+
 # Targets of the SOAP scenarios, from the project's own goals.
 TARGETS = {"rest2soap": 0.65, "rest2soap-orders": 0.65, "soapvalidate": 0.60,
            "soapvalidate-orders": 0.60}
@@ -497,11 +500,16 @@ class Bench:
                     raise RuntimeError("%s %s answered 200 but not with the backend's JSON body: %s"
                                        % (method, p, answer[:200].decode("utf-8", "replace")))
             a0 = backend_accepts()
+            misses0 = self.fast_path_misses(r)
             if r.suite == "membrane":
                 self.load_fixed(r, prof, rundir, proc, rec)
             else:
                 self.load_timed(r, prof, rundir, proc, rec)
             a1 = backend_accepts()
+            misses1 = self.fast_path_misses(r)
+            if misses0 is not None and misses1 is not None:
+                rec["fast_path_misses"] = {k: v - misses0.get(k, 0) for k, v in misses1.items()
+                                           if v - misses0.get(k, 0) > 0}
             if a0 is not None and a1 is not None:
                 rec["upstream_conns"] = max(0, a1 - a0 - 1)
             if proc.poll() is not None:
@@ -512,6 +520,16 @@ class Bench:
             if r.kind == "turnpike" and rc not in (0, None):
                 log("turnpike exited with status %s after SIGTERM (expected 0)" % rc)
         return rec
+
+    def fast_path_misses(self, r):
+        """The SOAP fast paths' misses per reason so far, from the `prometheus` API the SOAP
+        configs serve on METRICS_PORT; None for other runs."""
+        if r.kind != "turnpike" or r.case not in TARGETS or r.variant != "policy":
+            return None
+        status, text = self.request("http", METRICS_PORT, "/metrics")
+        if status != 200:
+            raise RuntimeError("the SOAP config's /metrics answered %d" % status)
+        return parse_fast_path_misses(text.decode("utf-8", "replace"))
 
     def h2load(self, argv, out_file):
         with open(out_file, "w") as out:
@@ -587,6 +605,15 @@ class Bench:
             % (rec["rps"], fmt(rec["cpu_us_per_req"], ".1f"), fmt(rec["cpu_util_pct"], ".0f"),
                fmt(rec.get("p50_ms"), ".3f"), fmt(rec.get("p99_ms"), ".3f"), rec["rss_mb"],
                rec["errors"]))
+
+
+def parse_fast_path_misses(text):
+    """`turnpike_soap_fast_path_misses_total{reason="…"} N` lines → {reason: N}."""
+    out = {}
+    for m in re.finditer(r'^turnpike_soap_fast_path_misses_total\{reason="([a-z-]+)"\} (\d+)',
+                         text, re.M):
+        out[m.group(1)] = int(m.group(2))
+    return out
 
 
 def parse_h2load_summary(text):

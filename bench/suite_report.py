@@ -206,6 +206,26 @@ def skip_rows(skips, case, ncols):
     return rows, lines
 
 
+def fast_path_misses(aggs, case):
+    """The line saying how often Turnpike's SOAP fast paths declined in `case`, and why."""
+    recs = [r for k, a in aggs.items() if k[1] == case and k[3] == "turnpike"
+            for r in a.recs if "fast_path_misses" in r]
+    if not recs:
+        return None
+    sent = sum(r.get("requests", 0) for r in recs)
+    total = {}
+    for r in recs:
+        for reason, n in r["fast_path_misses"].items():
+            total[reason] = total.get(reason, 0) + n
+    if not total:
+        return ("Fast-path misses: none — every message of the %s measured requests (and the "
+                "warm-up) took the fast paths." % "{:,}".format(sent))
+    return ("Fast-path misses by reason (`turnpike_soap_fast_path_misses_total`, warm-up "
+            "included; %s measured requests): %s." % (
+                "{:,}".format(sent),
+                ", ".join("%s %s" % (k, "{:,}".format(v)) for k, v in sorted(total.items()))))
+
+
 def membrane(runs, skips, meta, charts):
     aggs = group(runs, "mean")
     out = ["## Membrane's scenarios\n",
@@ -256,6 +276,9 @@ def membrane(runs, skips, meta, charts):
         out.append("")
         if notes:
             out.append("<br>".join(notes) + "\n")
+        misses = fast_path_misses(aggs, case)
+        if misses:
+            out.append(misses + "\n")
     if summary:
         out.append("### Against each system's own proxying, beside Membrane's published ratios\n")
         out.append("req/s as a share of the same system's baseline (CPU per request in brackets, "

@@ -97,6 +97,14 @@ class Parsing(unittest.TestCase):
         self.assertEqual((h["failed"], h["errored"], h["timeout"]), (10, 2, 0))
         self.assertEqual(h["non2xx"], 8)
 
+    def test_fast_path_misses_from_the_metrics(self):
+        text = ("# HELP turnpike_soap_fast_path_misses SOAP messages ...\n"
+                "# TYPE turnpike_soap_fast_path_misses counter\n"
+                'turnpike_soap_fast_path_misses_total{reason="markup"} 0\n'
+                'turnpike_soap_fast_path_misses_total{reason="not-compiled"} 12\n'
+                'turnpike_requests_total{api="a"} 5\n')
+        self.assertEqual(suite.parse_fast_path_misses(text), {"markup": 0, "not-compiled": 12})
+
     def test_h2load_summary_without_counts_is_an_error(self):
         with self.assertRaises(RuntimeError):
             suite.parse_h2load_summary("finished in 1s, 10 req/s\n")
@@ -388,7 +396,8 @@ class Report(unittest.TestCase):
                 self.rec("membrane", "auth", "nginx", rnd, 72000 * f, 13.2, base="proxy"),
                 self.rec("membrane", "rest2soap", "turnpike", rnd, 60000 * f, 16.0, variant="plain"),
                 self.rec("membrane", "rest2soap", "turnpike", rnd, 42000 * f, 22.0,
-                         variant="policy", base="rest2soap/plain"),
+                         variant="policy", base="rest2soap/plain",
+                         fast_path_misses={"value": 3, "markup": 1} if rnd == 1 else {"value": 2}),
                 self.rec("apisix", "mock-1-none", "turnpike", rnd, 100000, 8.0, variant="mock-1-none"),
                 self.rec("apisix", "mock-1-limit", "turnpike", rnd, 90000, 9.0,
                          variant="mock-1-limit", base="mock-1-none"),
@@ -426,6 +435,7 @@ class Report(unittest.TestCase):
         self.assertRegex(text, r"\| turnpike \| 79,800 \| 6\.7% \| 0\.950 \|")
         self.assertIn("| 3 auth+limit | 0.987 | 0.950 (1.05) | 0.900 (1.10) |", text)
         self.assertIn("| 6 REST→SOAP | 0.55 | 0.700 (1.38) |", text)
+        self.assertIn("200,000 measured requests): markup 1, value 5.", text)
         self.assertIn("— Caddy: no rate limiter.", text)
         # apisix: limit-count 0.900 of no plugin
         self.assertRegex(text, r"\| 1 \| limit-count \| 90,000 \| 0\.900 \| 9\.0 \|")

@@ -354,6 +354,17 @@ impl Collector for Scrape {
                 ),
             ],
         )?;
+        let misses: Vec<(Vec<(&str, &str)>, u64)> = crate::stats::SOAP_FAST_MISS_REASONS
+            .iter()
+            .zip(&p.soap_fast_misses)
+            .map(|(reason, n)| (vec![("reason", *reason)], n.load(Relaxed)))
+            .collect();
+        counter(
+            &mut encoder,
+            "turnpike_soap_fast_path_misses",
+            "SOAP messages the fast paths left to libxml2 (or to a tree), by reason",
+            &misses,
+        )?;
         counter(
             &mut encoder,
             "turnpike_trace_spans_exported",

@@ -478,7 +478,24 @@ pub struct Process {
     pub ratelimit_store_allowed: AtomicU64,
     /// Requests refused because a rate limiter's Redis failed (`onError: deny`).
     pub ratelimit_store_denied: AtomicU64,
+    /// Messages the SOAP fast paths left to libxml2 (or to a tree), per reason (in the order
+    /// of [`SOAP_FAST_MISS_REASONS`]).
+    pub soap_fast_misses: [AtomicU64; SOAP_FAST_MISS_REASONS.len()],
 }
+
+/// The reasons the SOAP fast paths give for leaving a message to the full path, as metric
+/// labels.
+pub const SOAP_FAST_MISS_REASONS: [&str; 9] = [
+    "markup",
+    "envelope",
+    "operation",
+    "not-compiled",
+    "structure",
+    "value",
+    "attribute",
+    "text",
+    "conversion",
+];
 
 /// The process-wide state.
 pub fn process() -> &'static Process {

@@ -329,11 +329,23 @@ async fn soap_proxy_routes_publishes_and_faults() {
         dead_wsdl_dir.path(),
         &format!("http://127.0.0.1:{dead}/dead-service"),
     );
+    let metrics_port = free_port();
     let gw = TestGateway::start(&format!(
-        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n  flow:\n    - xmlProtection: {{}}\n    - validator: {{}}\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n",
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n  flow:\n    - xmlProtection: {{}}\n    - validator: {{}}\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n---\napi:\n  port: {metrics_port}\n  ip: 127.0.0.1\n  flow: [ {{ prometheus: {{}} }} ]\n",
         wsdl.display(),
         dead_wsdl.display()
     ));
+    let structure_misses = || async {
+        let m = get(gw.addr_of(metrics_port), "/metrics").await.text();
+        m.lines()
+            .find_map(|l| {
+                l.strip_prefix("turnpike_soap_fast_path_misses_total{reason=\"structure\"} ")
+            })
+            .unwrap_or_else(|| panic!("no structure misses in {m}"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    let misses_before = structure_misses().await;
     let addr = gw.addr();
 
     // The WSDL, with the address rewritten to the gateway.
@@ -358,6 +370,10 @@ async fn soap_proxy_routes_publishes_and_faults() {
     let r = post(addr, "/city-service", "text/xml", bad).await;
     assert_eq!(r.status, 500);
     assert!(r.text().contains("WSDL message validation failed"));
+    assert!(
+        structure_misses().await > misses_before,
+        "the fast path's miss is counted with its reason"
+    );
 
     // A policy's rejection and engine errors are SOAP faults too, in the request's version.
     let r = post(

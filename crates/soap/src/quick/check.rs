@@ -1,10 +1,11 @@
 //! Run time: a message checked against the [`Model`] in the [`Scanner`]'s single pass. Every
-//! function answers `Some(())` only for certainly valid input and `None` otherwise.
+//! check answers `Ok(())` only for certainly valid input, and otherwise says why it leaves the
+//! message to libxml2 ([`Miss`]).
 
 use super::automaton::{same, Dfa};
 use super::scan::{decode, is_xsi, Attr, Event, Scanner};
 use super::simple::Simple;
-use super::{AllGroup, AttrDecl, Content, ElemDecl, Model, TypeRef};
+use super::{AllGroup, AttrDecl, Content, ElemDecl, Miss, Model, TypeRef};
 use crate::names::SoapVersion;
 
 /// What an open element still expects; `T` holds the text of simple content (the raw bytes
@@ -91,8 +92,12 @@ impl AllGroup {
 }
 
 /// The frame of an element of declaration `decl` with `attrs`, once its attributes check.
-fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Frame<'m, &'a [u8]>> {
-    let (d, decls, content) = parts(model, decl, &[][..])?;
+fn open<'m, 'a>(
+    model: &'m Model,
+    decl: usize,
+    attrs: &[Attr<'a>],
+) -> Result<Frame<'m, &'a [u8]>, Miss> {
+    let (d, decls, content) = parts(model, decl, &[][..]).ok_or(Miss::NotCompiled)?;
     let mut nil = false;
     let mut plain = 0usize;
     for a in attrs {
@@ -100,115 +105,143 @@ fn open<'m, 'a>(model: &'m Model, decl: usize, attrs: &[Attr<'a>]) -> Option<Fra
             if a.local == b"nil" && a.raw == b"true" && d.nillable {
                 nil = true;
             } else {
-                return None;
+                return Err(Miss::Attribute);
             }
         } else {
             plain += 1;
         }
     }
     if plain > 0 && decls.is_empty() {
-        return None;
+        return Err(Miss::Attribute);
     }
     let mut required = decls.iter().filter(|a| a.required).count();
     for a in attrs.iter().filter(|a| !is_xsi(a.ns)) {
         let decl = decls
             .iter()
-            .find(|x| same(&x.local, a.local) && same(&x.ns, a.ns))?;
-        let value = decode(a.raw, true)?;
-        if !model.simples.get(decl.simple)?.accepts(&value) {
-            return None;
+            .find(|x| same(&x.local, a.local) && same(&x.ns, a.ns))
+            .ok_or(Miss::Attribute)?;
+        let value = decode(a.raw, true).ok_or(Miss::Value)?;
+        let simple = model.simples.get(decl.simple).ok_or(Miss::NotCompiled)?;
+        if !simple.accepts(&value) {
+            return Err(Miss::Value);
         }
         required -= usize::from(decl.required);
     }
     if required > 0 {
-        return None;
+        return Err(Miss::Attribute);
     }
-    Some(if nil { Frame::Empty } else { content })
+    Ok(if nil { Frame::Empty } else { content })
 }
 
 /// True when the element's content, now complete, is valid.
-fn complete(frame: Frame<'_, &[u8]>) -> Option<()> {
-    let ok = match frame {
-        Frame::Elements { dfa, state } => dfa.accepts(state),
-        Frame::All { group, seen } => group.complete(seen),
-        Frame::Simple { simple, text } => simple.accepts(&decode(text, false)?),
-        Frame::Empty => true,
+fn complete(frame: Frame<'_, &[u8]>) -> Result<(), Miss> {
+    let (ok, miss) = match frame {
+        Frame::Elements { dfa, state } => (dfa.accepts(state), Miss::Structure),
+        Frame::All { group, seen } => (group.complete(seen), Miss::Structure),
+        Frame::Simple { simple, text } => (
+            simple.accepts(&decode(text, false).ok_or(Miss::Value)?),
+            Miss::Value,
+        ),
+        Frame::Empty => (true, Miss::Structure),
     };
-    ok.then_some(())
+    if ok {
+        Ok(())
+    } else {
+        Err(miss)
+    }
 }
 
 /// Checks the element whose start tag the scanner just read (declaration `decl`) up to and
 /// including its end tag.
-fn element(model: &Model, sc: &mut Scanner<'_>, decl: usize) -> Option<()> {
+fn element(model: &Model, sc: &mut Scanner<'_>, decl: usize) -> Result<(), Miss> {
     let mut stack = Vec::with_capacity(8);
     stack.push(open(model, decl, sc.attrs())?);
     loop {
-        match sc.next_event()? {
+        match sc.next_event().ok_or(Miss::Markup)? {
             Event::Start { ns, local } => {
-                let child = child(stack.last_mut()?, ns, local)?;
+                let parent = stack.last_mut().ok_or(Miss::Structure)?;
+                let child = child(parent, ns, local).ok_or(Miss::Structure)?;
                 let frame = open(model, child, sc.attrs())?;
                 stack.push(frame);
             }
-            Event::Text(raw) => match stack.last_mut()? {
+            Event::Text(raw) => match stack.last_mut().ok_or(Miss::Structure)? {
                 Frame::Elements { .. } | Frame::All { .. } if blank(raw) => {}
                 Frame::Simple { text, .. } if text.is_empty() => *text = raw,
-                _ => return None,
+                _ => return Err(Miss::Text),
             },
             Event::End => {
-                complete(stack.pop()?)?;
+                complete(stack.pop().ok_or(Miss::Structure)?)?;
                 if stack.is_empty() {
-                    return Some(());
+                    return Ok(());
                 }
             }
-            Event::Done => return None,
+            Event::Done => return Err(Miss::Markup),
         }
     }
 }
 
 /// Reads past the content of the element whose start tag was just read (well-formedness
 /// only: a `Header`'s entries are not validated).
-fn skip(sc: &mut Scanner<'_>) -> Option<()> {
+fn skip(sc: &mut Scanner<'_>) -> Result<(), Miss> {
     let mut depth = 1usize;
     loop {
-        match sc.next_event()? {
+        match sc.next_event().ok_or(Miss::Markup)? {
             Event::Start { .. } => depth += 1,
             Event::Text(raw) => {
-                decode(raw, false)?;
+                decode(raw, false).ok_or(Miss::Markup)?;
             }
             Event::End => {
                 depth -= 1;
                 if depth == 0 {
-                    return Some(());
+                    return Ok(());
                 }
             }
-            Event::Done => return None,
+            Event::Done => return Err(Miss::Markup),
         }
     }
 }
 
 /// No `xsi:` attribute (the envelope's own elements take any other).
-fn no_xsi(sc: &Scanner<'_>) -> Option<()> {
-    (!sc.attrs().iter().any(|a| is_xsi(a.ns))).then_some(())
+fn no_xsi(sc: &Scanner<'_>) -> Result<(), Miss> {
+    if sc.attrs().iter().any(|a| is_xsi(a.ns)) {
+        Err(Miss::Envelope)
+    } else {
+        Ok(())
+    }
+}
+
+/// The next event, or [`Miss::Markup`] when the scanner declines.
+fn next<'a>(sc: &mut Scanner<'a>) -> Result<Event<'a>, Miss> {
+    sc.next_event().ok_or(Miss::Markup)
+}
+
+/// The end of the document must come now.
+fn done(sc: &mut Scanner<'_>, or: Miss) -> Result<(), Miss> {
+    match next(sc)? {
+        Event::Done => Ok(()),
+        _ => Err(or),
+    }
 }
 
 /// See [`super::FastPath::check_envelope`].
-pub fn envelope(model: &Model, message: &[u8], allowed: &[(String, String)]) -> Option<()> {
-    let mut sc = Scanner::new(message)?;
-    let Event::Start { ns, local } = sc.next_event()? else {
-        return None;
+pub fn envelope(model: &Model, message: &[u8], allowed: &[(String, String)]) -> Result<(), Miss> {
+    let mut sc = Scanner::new(message).ok_or(Miss::Markup)?;
+    let Event::Start { ns, local } = next(&mut sc)? else {
+        return Err(Miss::Envelope);
     };
     let version = std::str::from_utf8(ns)
         .ok()
-        .and_then(SoapVersion::from_envelope_ns)?;
+        .and_then(SoapVersion::from_envelope_ns)
+        .ok_or(Miss::Envelope)?;
     if local != b"Envelope" {
-        return None;
+        return Err(Miss::Envelope);
     }
     no_xsi(&sc)?;
     let env = version.envelope_ns().as_bytes();
     let mut children = 0;
     let mut body = false;
     loop {
-        match sc.next_event()? {
+        match next(&mut sc)? {
             Event::Text(raw) if blank(raw) => {}
             Event::Start { ns, local } if ns == env => {
                 no_xsi(&sc)?;
@@ -218,22 +251,26 @@ pub fn envelope(model: &Model, message: &[u8], allowed: &[(String, String)]) -> 
                     body = true;
                     body_elements(model, &mut sc, allowed)?;
                 } else {
-                    return None;
+                    return Err(Miss::Envelope);
                 }
                 children += 1;
             }
             Event::End if body => break,
-            _ => return None,
+            _ => return Err(Miss::Envelope),
         }
     }
-    matches!(sc.next_event()?, Event::Done).then_some(())
+    done(&mut sc, Miss::Envelope)
 }
 
 /// The elements of a `Body` (at least one) up to its end tag.
-fn body_elements(model: &Model, sc: &mut Scanner<'_>, allowed: &[(String, String)]) -> Option<()> {
+fn body_elements(
+    model: &Model,
+    sc: &mut Scanner<'_>,
+    allowed: &[(String, String)],
+) -> Result<(), Miss> {
     let mut count = 0;
     loop {
-        match sc.next_event()? {
+        match next(sc)? {
             Event::Text(raw) if blank(raw) => {}
             Event::Start { ns, local } => {
                 if count == 0
@@ -241,25 +278,26 @@ fn body_elements(model: &Model, sc: &mut Scanner<'_>, allowed: &[(String, String
                         .binary_search_by(|(l, n)| (l.as_bytes(), n.as_bytes()).cmp(&(local, ns)))
                         .is_err()
                 {
-                    return None;
+                    return Err(Miss::Operation);
                 }
-                let decl = model.global(ns, local)?;
+                let decl = model.global(ns, local).ok_or(Miss::NotCompiled)?;
                 element(model, sc, decl)?;
                 count += 1;
             }
-            Event::End if count > 0 => return Some(()),
-            _ => return None,
+            Event::End if count > 0 => return Ok(()),
+            Event::Text(_) => return Err(Miss::Text),
+            _ => return Err(Miss::Envelope),
         }
     }
 }
 
 /// See [`super::FastPath::check_element`].
-pub fn element_document(model: &Model, message: &[u8]) -> Option<()> {
-    let mut sc = Scanner::new(message)?;
-    let Event::Start { ns, local } = sc.next_event()? else {
-        return None;
+pub fn element_document(model: &Model, message: &[u8]) -> Result<(), Miss> {
+    let mut sc = Scanner::new(message).ok_or(Miss::Markup)?;
+    let Event::Start { ns, local } = next(&mut sc)? else {
+        return Err(Miss::Markup);
     };
-    let decl = model.global(ns, local)?;
+    let decl = model.global(ns, local).ok_or(Miss::NotCompiled)?;
     element(model, &mut sc, decl)?;
-    matches!(sc.next_event()?, Event::Done).then_some(())
+    done(&mut sc, Miss::Markup)
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::{Fast, FastPath};
+use super::{Fast, FastPath, Miss};
 use crate::fetch::Location;
 use crate::schema::Checked;
 use crate::wsdl::tests::shared;
@@ -317,7 +317,7 @@ fn every_seed_takes_the_fast_path_and_libxml2_agrees() {
             let other = if response { &c.allowed.0 } else { &c.allowed.1 };
             assert_eq!(
                 fast(&c).check_envelope(env11(&body).as_bytes(), other),
-                Fast::Unsure
+                Fast::Unsure(Miss::Operation)
             );
         }
     }
@@ -360,8 +360,75 @@ fn benchmark_and_shared_messages_take_the_fast_path() {
     let bad = std::fs::read(shared("invalid-city.soap.xml").to_string()).unwrap();
     assert_eq!(
         fast(&cities).check_envelope(&bad, &cities.allowed.0),
-        Fast::Unsure
+        Fast::Unsure(Miss::Structure)
     );
+}
+
+#[test]
+fn each_miss_says_why_and_is_counted() {
+    let schema = r#"<xsd:schema xmlns:xsd="http://www.w3.org/2001/XMLSchema" targetNamespace="urn:t">
+        <xsd:element name="ok" type="xsd:int"/>
+        <xsd:element name="r"><xsd:complexType><xsd:sequence><xsd:element name="a" type="xsd:int"/></xsd:sequence><xsd:attribute name="n" type="xsd:int"/></xsd:complexType></xsd:element>
+        <xsd:element name="any" type="xsd:anyType"/>
+    </xsd:schema>"#;
+    let f = FastPath::compile(&[crate::xml::parse(schema.as_bytes()).unwrap()]);
+    let r = |inner: &str, attrs: &str| format!(r#"<t:r xmlns:t="urn:t"{attrs}>{inner}</t:r>"#);
+    let counted = |m: Miss| {
+        turnpike_telemetry::stats::process().soap_fast_misses[m as usize]
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    for (doc, want) in [
+        (r("<a>1</a>", ""), Fast::Valid),
+        (r("<a>1</a>", r#" n="2""#), Fast::Valid),
+        (
+            format!("<!-- c -->{}", r("<a>1</a>", "")),
+            Fast::Unsure(Miss::Markup),
+        ),
+        (r("<a><![CDATA[1]]></a>", ""), Fast::Unsure(Miss::Markup)),
+        (
+            r#"<t:any xmlns:t="urn:t"/>"#.into(),
+            Fast::Unsure(Miss::NotCompiled),
+        ),
+        (r("<b>1</b>", ""), Fast::Unsure(Miss::Structure)),
+        (r("", ""), Fast::Unsure(Miss::Structure)),
+        (r("<a>one</a>", ""), Fast::Unsure(Miss::Value)),
+        (r("<a>1</a>", r#" n="x""#), Fast::Unsure(Miss::Value)),
+        (r("<a>1</a>", r#" m="1""#), Fast::Unsure(Miss::Attribute)),
+        (r("text<a>1</a>", ""), Fast::Unsure(Miss::Text)),
+    ] {
+        let before = match want {
+            Fast::Unsure(m) => counted(m),
+            Fast::Valid => 0,
+        };
+        assert_eq!(f.check_element(doc.as_bytes()), want, "{doc}");
+        if let Fast::Unsure(m) = want {
+            assert!(counted(m) > before, "{doc}: {m:?} counted");
+        }
+    }
+    let allowed = vec![("r".to_owned(), "urn:t".to_owned())];
+    let body = r("<a>1</a>", "");
+    let s11 = "http://schemas.xmlsoap.org/soap/envelope/";
+    for (env, want) in [
+        (env11(&body), Fast::Valid),
+        (
+            env11(r#"<t:ok xmlns:t="urn:t">1</t:ok>"#),
+            Fast::Unsure(Miss::Operation),
+        ),
+        (
+            format!(
+                r#"<s:Envelope xmlns:s="{s11}"><s:Body>{body}</s:Body><s:Header/></s:Envelope>"#
+            ),
+            Fast::Unsure(Miss::Envelope),
+        ),
+        (
+            format!(r#"<s:Letter xmlns:s="{s11}"/>"#),
+            Fast::Unsure(Miss::Envelope),
+        ),
+    ] {
+        assert_eq!(f.check_envelope(env.as_bytes(), &allowed), want, "{env}");
+    }
+    assert_eq!(Miss::NotCompiled.label(), "not-compiled");
+    assert_eq!(Miss::Conversion.label(), "conversion");
 }
 
 #[test]

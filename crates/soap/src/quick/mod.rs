@@ -13,7 +13,8 @@
 //! messages and everything outside the subset (comments, CDATA, unusual encodings, `xsi:type`,
 //! elements that were not compiled, ...), and sends the message to libxml2, which gives the
 //! authoritative verdict and its error messages. The one requirement is soundness: what the
-//! fast path calls valid, libxml2 accepts.
+//! fast path calls valid, libxml2 accepts. Each "unsure" says why ([`Miss`]) and is counted
+//! per reason (`turnpike_soap_fast_path_misses_total{reason}`).
 
 mod automaton;
 mod check;
@@ -39,14 +40,65 @@ pub enum Fast {
     /// The message is valid (libxml2 would accept it).
     Valid,
     /// Not known: ask libxml2.
-    Unsure,
+    Unsure(Miss),
+}
+
+/// Why the fast path left a message to libxml2 (an invalid message is one of these too). The
+/// index of each is its place in `turnpike_telemetry::stats::SOAP_FAST_MISS_REASONS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
+    /// Markup the scanner does not read (comments, CDATA, processing instructions, a DOCTYPE,
+    /// entity references, an encoding other than UTF-8), or XML that is not well-formed.
+    Markup = 0,
+    /// An envelope other than an `Envelope` of `Header` then `Body` (or `xsi:` attributes on
+    /// them).
+    Envelope = 1,
+    /// The body's first element is not an operation's element.
+    Operation = 2,
+    /// An element whose declaration is outside the compiled subset.
+    NotCompiled = 3,
+    /// An element its parent's content model has no place for here, or content left
+    /// incomplete.
+    Structure = 4,
+    /// A text or attribute value its simple type does not accept (or a form the fast path
+    /// does not read).
+    Value = 5,
+    /// An attribute the declaration lacks, a required one missing, or an `xsi:` attribute
+    /// other than `xsi:nil` on a nillable element.
+    Attribute = 6,
+    /// Text where the content model has only elements.
+    Text = 7,
+    /// A SOAP response that the REST→SOAP streaming conversion to JSON does not read (it is
+    /// converted through a tree instead).
+    Conversion = 8,
+}
+
+impl Miss {
+    /// Counts one miss of this kind.
+    pub fn count(self) {
+        if let Some(c) = turnpike_telemetry::stats::process()
+            .soap_fast_misses
+            .get(self as usize)
+        {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The reason's label.
+    pub fn label(self) -> &'static str {
+        turnpike_telemetry::stats::SOAP_FAST_MISS_REASONS[self as usize]
+    }
 }
 
 impl Fast {
-    fn of(valid: Option<()>) -> Fast {
+    /// The verdict of a check, counting a miss.
+    fn of(valid: Result<(), Miss>) -> Fast {
         match valid {
-            Some(()) => Fast::Valid,
-            None => Fast::Unsure,
+            Ok(()) => Fast::Valid,
+            Err(miss) => {
+                miss.count();
+                Fast::Unsure(miss)
+            }
         }
     }
 }

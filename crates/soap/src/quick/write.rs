@@ -10,14 +10,15 @@ use std::borrow::Cow;
 
 use super::automaton::same;
 use super::check::{child, parts, Frame};
-use super::{Fast, Model};
+use super::{Fast, Miss, Model};
 
 /// Checks an element while it is written. Every call after a failure is a no-op; the verdict
 /// is [`Fast::Valid`] only when the root element was completed and everything checked.
 pub struct WriteCheck<'m> {
     model: &'m Model,
     stack: smallvec::SmallVec<[Frame<'m, bool>; 8]>,
-    failed: bool,
+    /// Why the check gave up, once it has.
+    failed: Option<Miss>,
     done: bool,
 }
 
@@ -67,27 +68,24 @@ impl<'m> WriteCheck<'m> {
         WriteCheck {
             model,
             stack: smallvec::SmallVec::new(),
-            failed: false,
+            failed: None,
             done: false,
         }
     }
 
-    /// Gives up: the verdict will be unsure.
+    /// Gives up (the writer met a value it cannot report): the verdict will be unsure.
     pub fn fail(&mut self) {
-        self.failed = true;
+        self.failed.get_or_insert(Miss::Value);
     }
 
     /// An element `{ns}local` starts, with `xsi:nil="true"` when `nil`, and its unprefixed
     /// attributes (name, value before escaping).
     pub fn start(&mut self, ns: &str, local: &str, nil: bool, attrs: &[(&str, Cow<'_, str>)]) {
-        if self.failed {
+        if self.failed.is_some() {
             return;
         }
-        if self
-            .start_checked(ns.as_bytes(), local.as_bytes(), nil, attrs)
-            .is_none()
-        {
-            self.failed = true;
+        if let Err(miss) = self.start_checked(ns.as_bytes(), local.as_bytes(), nil, attrs) {
+            self.failed = Some(miss);
         }
     }
 
@@ -97,73 +95,72 @@ impl<'m> WriteCheck<'m> {
         local: &[u8],
         nil: bool,
         attrs: &[(&str, Cow<'_, str>)],
-    ) -> Option<()> {
+    ) -> Result<(), Miss> {
         let model = self.model;
         let decl = match self.stack.last_mut() {
-            None if self.done => return None, // a second root
-            None => model.global(ns, local)?,
-            Some(frame) => child(frame, ns, local)?,
+            None if self.done => return Err(Miss::Structure), // a second root
+            None => model.global(ns, local).ok_or(Miss::NotCompiled)?,
+            Some(frame) => child(frame, ns, local).ok_or(Miss::Structure)?,
         };
-        let (d, decls, frame) = parts(model, decl, false)?;
+        let (d, decls, frame) = parts(model, decl, false).ok_or(Miss::NotCompiled)?;
         if nil && !d.nillable {
-            return None;
+            return Err(Miss::Attribute);
         }
         let mut required = decls.iter().filter(|a| a.required).count();
         for (name, value) in attrs {
             // Unprefixed attributes have no namespace.
             let decl = decls
                 .iter()
-                .find(|x| same(&x.local, name.as_bytes()) && x.ns.is_empty())?;
-            if !model
-                .simples
-                .get(decl.simple)?
-                .accepts(&as_parsed(value, true)?)
-            {
-                return None;
+                .find(|x| same(&x.local, name.as_bytes()) && x.ns.is_empty())
+                .ok_or(Miss::Attribute)?;
+            let simple = model.simples.get(decl.simple).ok_or(Miss::NotCompiled)?;
+            if !simple.accepts(&as_parsed(value, true).ok_or(Miss::Value)?) {
+                return Err(Miss::Value);
             }
-            required = required.checked_sub(usize::from(decl.required))?;
+            required = required
+                .checked_sub(usize::from(decl.required))
+                .ok_or(Miss::Attribute)?;
         }
         if required > 0 {
-            return None;
+            return Err(Miss::Attribute);
         }
         self.stack.push(if nil { Frame::Empty } else { frame });
-        Some(())
+        Ok(())
     }
 
     /// The text content of the element being written (its value before escaping); at most
     /// once per element.
     pub fn text(&mut self, value: &str) {
-        if self.failed {
+        if self.failed.is_some() {
             return;
         }
-        let ok = match self.stack.last_mut() {
+        let failed = match self.stack.last_mut() {
             Some(Frame::Simple { simple, text }) if !*text => {
                 *text = true;
-                as_parsed(value, false).is_some_and(|v| simple.accepts(&v))
+                (!as_parsed(value, false).is_some_and(|v| simple.accepts(&v)))
+                    .then_some(Miss::Value)
             }
             // Whitespace between elements is not written; anything else is not expected.
-            _ => false,
+            _ => Some(Miss::Text),
         };
-        if !ok {
-            self.failed = true;
-        }
+        self.failed = failed;
     }
 
     /// The element being written ends.
     pub fn end(&mut self) {
-        if self.failed {
+        if self.failed.is_some() {
             return;
         }
-        let ok = match self.stack.pop() {
-            Some(Frame::Elements { dfa, state }) => dfa.accepts(state),
-            Some(Frame::All { group, seen }) => group.complete(seen),
+        let (ok, miss) = match self.stack.pop() {
+            Some(Frame::Elements { dfa, state }) => (dfa.accepts(state), Miss::Structure),
+            Some(Frame::All { group, seen }) => (group.complete(seen), Miss::Structure),
             // No text at all is the empty string.
-            Some(Frame::Simple { simple, text }) => text || simple.accepts(""),
-            Some(Frame::Empty) => true,
-            None => false,
+            Some(Frame::Simple { simple, text }) => (text || simple.accepts(""), Miss::Value),
+            Some(Frame::Empty) => (true, Miss::Structure),
+            None => (false, Miss::Structure),
         };
         if !ok {
-            self.failed = true;
+            self.failed = Some(miss);
         }
         if self.stack.is_empty() {
             self.done = true;
@@ -172,11 +169,11 @@ impl<'m> WriteCheck<'m> {
 
     /// The verdict on what was written.
     pub fn verdict(&self) -> Fast {
-        if !self.failed && self.done && self.stack.is_empty() {
-            Fast::Valid
-        } else {
-            Fast::Unsure
-        }
+        Fast::of(match self.failed {
+            Some(miss) => Err(miss),
+            None if self.done && self.stack.is_empty() => Ok(()),
+            None => Err(Miss::Structure),
+        })
     }
 }
 

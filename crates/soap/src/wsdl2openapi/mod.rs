@@ -470,7 +470,7 @@ impl Policy for Wsdl2OpenApi {
         // envelope around it is the gateway's own).
         let checked = match verdict {
             crate::quick::Fast::Valid => Ok(()),
-            crate::quick::Fast::Unsure => {
+            crate::quick::Fast::Unsure(_) => {
                 crate::validator::validate_element_in(&self.wsdl.schema_set, &mut element)
             }
         };

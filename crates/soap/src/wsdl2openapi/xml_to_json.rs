@@ -21,7 +21,10 @@ impl Wsdl2OpenApi {
         let output = op.output.as_ref().map(|p| &p.typ);
         match super::stream::response_json(&self.model, output, bytes) {
             Some(v) => Ok(v),
-            None => self.response_json_tree(op, bytes),
+            None => {
+                crate::quick::Miss::Conversion.count();
+                self.response_json_tree(op, bytes)
+            }
         }
     }
 
