@@ -29,12 +29,20 @@ python3 -m pip install --quiet matplotlib \
     || python3 -m pip install --quiet --break-system-packages matplotlib
 
 if ((WITH_PINGAP)); then
-    # Pingap, the Pingora-based gateway, from crates.io; its build compiles protobuf files.
-    $SUDO apt-get install -y protobuf-compiler
+    # Pingap, the Pingora-based gateway, from crates.io; its build compiles protobuf files and
+    # zlib-ng (with cmake).
+    $SUDO apt-get install -y protobuf-compiler cmake
     command -v cargo >/dev/null || {
         echo "install-deps.sh: --with-pingap needs cargo (a Rust toolchain, e.g. from rustup)" >&2
         exit 1
     }
-    cargo install pingap --locked
+    # The newest Pingap may need a newer rustc than the one installed: cargo then names the
+    # newest release this toolchain builds, which is installed instead.
+    if ! out=$(cargo install pingap --locked 2>&1); then
+        older=$(sed -n 's/.*`pingap \([0-9.]*\)` supports rustc.*/\1/p' <<<"$out" | head -1)
+        [[ -n "$older" ]] || { echo "$out" >&2; exit 1; }
+        echo "install-deps.sh: the newest Pingap needs a newer rustc; installing Pingap $older"
+        cargo install pingap --version "$older" --locked
+    fi
     echo "Pingap installed: $(command -v pingap || echo "$HOME/.cargo/bin/pingap")"
 fi

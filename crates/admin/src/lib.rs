@@ -6,6 +6,7 @@
 //! it does (compiling a configuration, talking to etcd) touches a data-plane worker.
 
 mod console;
+pub mod dns_watch;
 pub mod document;
 pub mod etcd;
 mod live;

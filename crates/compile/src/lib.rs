@@ -106,7 +106,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     }
     let python = Executors::new(python_setup(set, &mut errors));
     let consumers = Arc::new(flow::compile_consumers(set, &python, &mut errors));
-    let upstreams = compile_upstreams(set, &mut errors);
+    settings.dns = resolver(set, &mut errors);
+    let upstreams = compile_upstreams(set, &settings.dns, &mut errors);
     check_api_names(set, &mut errors);
     if let Err(e) = admin::admin_settings(set) {
         errors.extend(e);
@@ -321,9 +322,52 @@ fn check_api_names(set: &ConfigSet, errors: &mut ConfigErrors) {
     }
 }
 
+/// How backend host names are looked up: `gateway.resolver`'s name servers, or the system's
+/// resolver.
+fn resolver(set: &ConfigSet, errors: &mut ConfigErrors) -> turnpike_dns::Dns {
+    let (Some(r), Some(origin)) = (&set.gateway.resolver, &set.gateway_origin) else {
+        return turnpike_dns::Dns::System;
+    };
+    let mut nameservers = Vec::new();
+    for (i, ns) in r.nameservers.iter().enumerate() {
+        let parsed = ns.parse::<SocketAddr>().or_else(|_| {
+            ns.parse::<std::net::IpAddr>()
+                .map(|ip| SocketAddr::new(ip, 53))
+        });
+        match parsed {
+            Ok(a) => nameservers.push(a),
+            Err(_) => errors.push(origin.error(
+                &format!("gateway.resolver.nameservers[{i}]"),
+                format!("`{ns}` is not an IP address, or `ip:port`"),
+            )),
+        }
+    }
+    if r.nameservers.is_empty() {
+        errors.push(origin.error(
+            "gateway.resolver.nameservers",
+            "needs at least one name server",
+        ));
+    }
+    let timeout = r.timeout.map_or(std::time::Duration::from_secs(2), |d| d.0);
+    if timeout.is_zero() {
+        errors.push(origin.error("gateway.resolver.timeout", "must be longer than zero"));
+    }
+    turnpike_dns::Dns::Servers(Arc::new(turnpike_dns::Servers {
+        nameservers,
+        timeout,
+    }))
+}
+
 /// Compiles the `upstream:` documents (a name defined twice is an error).
-fn compile_upstreams(set: &ConfigSet, errors: &mut ConfigErrors) -> Upstreams {
-    let mut out = Upstreams::new();
+fn compile_upstreams(
+    set: &ConfigSet,
+    dns: &turnpike_dns::Dns,
+    errors: &mut ConfigErrors,
+) -> Upstreams {
+    let mut out = Upstreams {
+        by_name: HashMap::new(),
+        dns: dns.clone(),
+    };
     let mut at: HashMap<&str, turnpike_config::Location> = HashMap::new();
     for u in &set.upstreams {
         if let Some(first) = at.get(u.value.name.as_str()) {
@@ -337,9 +381,9 @@ fn compile_upstreams(set: &ConfigSet, errors: &mut ConfigErrors) -> Upstreams {
             continue;
         }
         at.insert(&u.value.name, u.origin.key_at(&u.key));
-        match target::compile_upstream(&u.value, base_dir(u)) {
+        match target::compile_upstream(&u.value, base_dir(u), dns) {
             Ok(up) => {
-                out.insert(u.value.name.clone(), Arc::new(up));
+                out.by_name.insert(u.value.name.clone(), Arc::new(up));
             }
             Err((key, m)) => errors.push(u.error(&key, m)),
         }

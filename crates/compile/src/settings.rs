@@ -35,6 +35,8 @@ pub fn settings(g: &GatewaySettings) -> Settings {
             .and_then(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
             .unwrap_or(http::HeaderName::from_static("x-request-id")),
         trust_incoming_request_id: request_id.trust_incoming.0,
+        // Set from `resolver` by the compiler (its errors have locations).
+        dns: turnpike_dns::Dns::System,
         connect_timeout: d(t.connect, 5),
         upstream_timeout: d(t.upstream, 60),
         header_read_timeout: d(t.header_read, 30),

@@ -3,6 +3,7 @@
 //! timeouts and circuit breaking. Errors name the key below `target` (or the `upstream:`).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,11 +16,12 @@ use turnpike_config::{
     LoadBalancing, NodeConfig, PoolSettings, RetryOn, TargetConfig, UpstreamConfig,
 };
 use turnpike_core::{Template, TemplateScope};
+use turnpike_dns::Dns;
 use turnpike_snapshot::upstream::{
     hash_ring, ActiveCheck, Balance, Breaker, ConnLimits, Passive, RetryPolicy, Target, TargetPath,
     Upstream,
 };
-use turnpike_snapshot::{Node, NodeParts};
+use turnpike_snapshot::{DnsOrigin, Node, NodeParts};
 
 /// A compile error: the key below the target or upstream (`""` for itself) and the message.
 type Error = (String, String);
@@ -33,11 +35,26 @@ const DNS_REFRESH: Duration = Duration::from_secs(30);
 
 static NEXT_UPSTREAM: AtomicU64 = AtomicU64::new(1);
 
-/// The `upstream:` documents of a load, compiled, by name.
-pub type Upstreams = HashMap<String, Arc<Upstream>>;
+/// The `upstream:` documents of a load, compiled, by name; and how the load looks up host
+/// names.
+#[derive(Debug, Default)]
+pub struct Upstreams {
+    /// The compiled `upstream:` documents.
+    pub by_name: HashMap<String, Arc<Upstream>>,
+    /// How host names are looked up (`gateway.resolver`).
+    pub dns: Dns,
+}
 
-/// Compiles an `upstream:` document; `dir` is its file's folder.
-pub fn compile_upstream(u: &UpstreamConfig, dir: &Path) -> Result<Upstream, Error> {
+impl Upstreams {
+    /// No upstream documents; host names looked up by the system's resolver.
+    pub fn new() -> Self {
+        Upstreams::default()
+    }
+}
+
+/// Compiles an `upstream:` document; `dir` is its file's folder. Host names become one node
+/// per address `dns` finds for them.
+pub fn compile_upstream(u: &UpstreamConfig, dir: &Path, dns: &Dns) -> Result<Upstream, Error> {
     if u.name.trim().is_empty() {
         return Err(err("name", "must not be empty"));
     }
@@ -46,7 +63,26 @@ pub fn compile_upstream(u: &UpstreamConfig, dir: &Path) -> Result<Upstream, Erro
         &u.pool(),
         dir,
         &format!("upstream {}", u.name),
+        Lookup::Expand(dns),
     )
+}
+
+/// How a pool's host names are handled at load.
+#[derive(Clone, Copy)]
+enum Lookup<'a> {
+    /// Looked up now: one node per address (nodes of `upstream:` documents and `nodes:`).
+    Expand(&'a Dns),
+    /// Looked up when connecting: one node whose addresses are tried in turn (a target's
+    /// `url` or `host`).
+    Connect(&'a Dns),
+}
+
+impl Lookup<'_> {
+    fn dns(&self) -> &Dns {
+        match self {
+            Lookup::Expand(d) | Lookup::Connect(d) => d,
+        }
+    }
 }
 
 /// Compiles a `target:`; `upstreams` are the load's `upstream:` documents, `name` is the
@@ -72,8 +108,8 @@ pub fn compile_target(
                     "a named upstream brings its own settings: set them in its `upstream:` document",
                 ));
             }
-            Arc::clone(upstreams.get(u).ok_or_else(|| {
-                let mut known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+            Arc::clone(upstreams.by_name.get(u).ok_or_else(|| {
+                let mut known: Vec<&str> = upstreams.by_name.keys().map(String::as_str).collect();
                 known.sort_unstable();
                 err(
                     "upstream",
@@ -84,7 +120,13 @@ pub fn compile_target(
                 )
             })?)
         }
-        (None, Some(nodes), false) => Arc::new(pool(name.into(), &t.pool(nodes), dir, key)?),
+        (None, Some(nodes), false) => Arc::new(pool(
+            name.into(),
+            &t.pool(nodes),
+            dir,
+            key,
+            Lookup::Expand(&upstreams.dns),
+        )?),
         (None, None, true) => {
             let node = single_node(t)?;
             Arc::new(pool(
@@ -92,6 +134,7 @@ pub fn compile_target(
                 &t.pool(std::slice::from_ref(&node)),
                 dir,
                 key,
+                Lookup::Connect(&upstreams.dns),
             )?)
         }
         (None, None, false) => return Err(err("", "needs `url`, `host`, `nodes` or `upstream`")),
@@ -214,7 +257,13 @@ fn single_node(t: &TargetConfig) -> Result<NodeConfig, Error> {
 }
 
 /// Compiles a pool: its nodes and settings.
-fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<Upstream, Error> {
+fn pool(
+    name: Arc<str>,
+    p: &PoolSettings<'_>,
+    dir: &Path,
+    key: &str,
+    lookup: Lookup<'_>,
+) -> Result<Upstream, Error> {
     if p.nodes.is_empty() {
         return Err(err("nodes", "needs at least one node"));
     }
@@ -242,13 +291,15 @@ fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<U
         if n.weight == Some(0) {
             return Err(err(&format!("nodes[{i}].weight"), "must be at least 1"));
         }
-        nodes.push(node(n, p, &counts, dir, key, &name).map_err(|(k, m)| {
-            if k.is_empty() {
-                (at.clone(), m)
-            } else {
-                (k, m)
-            }
-        })?);
+        nodes.extend(
+            node(n, p, &counts, dir, key, &name, lookup).map_err(|(k, m)| {
+                if k.is_empty() {
+                    (at.clone(), m)
+                } else {
+                    (k, m)
+                }
+            })?,
+        );
     }
     if nodes.len() > u16::MAX as usize {
         return Err(err("nodes", "too many nodes"));
@@ -371,7 +422,9 @@ fn pool(name: Arc<str>, p: &PoolSettings<'_>, dir: &Path, key: &str) -> Result<U
     })
 }
 
-/// Compiles one node of a pool; `key` identifies the pool across reloads.
+/// Compiles one node of a pool (`key` identifies the pool across reloads): with
+/// [`Lookup::Expand`], a host name becomes a node per address it has now (one node, looked up
+/// when connecting, when the lookup fails).
 fn node(
     n: &NodeConfig,
     p: &PoolSettings<'_>,
@@ -379,7 +432,8 @@ fn node(
     dir: &Path,
     key: &str,
     upstream: &str,
-) -> Result<Node, Error> {
+    lookup: Lookup<'_>,
+) -> Result<Vec<Node>, Error> {
     let (ssl, http2) = (p.ssl, p.http2);
     let url = &n.url;
     let uri: Uri = url
@@ -440,23 +494,76 @@ fn node(
         p.dns_refresh,
         if counts.is_some() { key } else { "" },
     );
-    let authority_label = authority.clone();
-    Ok(Node::new(NodeParts {
-        scheme,
-        authority,
-        host_header,
-        base_path: uri.path().to_owned(),
-        tls,
-        http2,
-        weight: n.weight.unwrap_or(1),
-        connect_timeout: p.timeouts.and_then(|t| t.connect).map(|d| d.0),
-        idle_timeout: p.timeouts.and_then(|t| t.idle).map(|d| d.0),
-        dns_refresh: p.dns_refresh.map_or(DNS_REFRESH, |d| d.0),
-        transport_key,
-        stats: turnpike_telemetry::stats::node(upstream, authority_label.as_str()),
-        counts: counts.clone(),
-        key: format!("{key}|{url}|{ssl:?}|{http2}|{}", dir.display()),
-    }))
+    let dns_refresh = p.dns_refresh.map_or(DNS_REFRESH, |d| d.0);
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = authority.port_u16().unwrap_or(80);
+    let dns = lookup.dns();
+    // `None`: one node that looks its name up when connecting.
+    let expanded: Option<(Vec<IpAddr>, Arc<DnsOrigin>)> = match lookup {
+        Lookup::Expand(_) if host.parse::<IpAddr>().is_err() => {
+            let mut addrs: Vec<IpAddr> = match dns.lookup_blocking(host, port) {
+                Ok(found) => found.iter().map(|a| a.ip()).collect(),
+                Err(e) => {
+                    tracing::warn!(
+                        "upstream {upstream}: `{host}` has no address now ({e}); it is looked up again when connecting, and its addresses become nodes once it has some"
+                    );
+                    Vec::new()
+                }
+            };
+            let resolved = addrs.clone();
+            addrs.sort_unstable();
+            let origin = Arc::new(DnsOrigin {
+                host: host.into(),
+                port,
+                refresh: dns_refresh,
+                addrs: addrs.into(),
+                dns: dns.clone(),
+            });
+            Some((resolved, origin))
+        }
+        _ => None,
+    };
+    let parts = |addr: Option<IpAddr>, several: bool, origin: Option<Arc<DnsOrigin>>| {
+        let label = match (addr, several) {
+            (Some(ip), true) => format!("{authority}@{ip}"),
+            _ => authority.as_str().to_owned(),
+        };
+        let pin = addr.map(|ip| format!("@{ip}")).unwrap_or_default();
+        NodeParts {
+            scheme: scheme.clone(),
+            authority: authority.clone(),
+            host_header: host_header.clone(),
+            base_path: uri.path().to_owned(),
+            tls: tls.clone(),
+            http2,
+            weight: n.weight.unwrap_or(1),
+            connect_timeout: p.timeouts.and_then(|t| t.connect).map(|d| d.0),
+            idle_timeout: p.timeouts.and_then(|t| t.idle).map(|d| d.0),
+            dns_refresh,
+            transport_key: format!("{transport_key}{pin}|{dns:?}"),
+            stats: turnpike_telemetry::stats::node(upstream, &label),
+            counts: counts.clone(),
+            key: format!("{key}|{url}|{ssl:?}|{http2}|{}{pin}", dir.display()),
+            addr: addr.map(|ip| SocketAddr::new(ip, port)),
+            dns: dns.clone(),
+            origin,
+            label: Some(label),
+        }
+    };
+    Ok(match expanded {
+        Some((addrs, origin)) if !addrs.is_empty() => {
+            let several = addrs.len() > 1;
+            addrs
+                .into_iter()
+                .map(|ip| Node::new(parts(Some(ip), several, Some(Arc::clone(&origin)))))
+                .collect()
+        }
+        Some((_, origin)) => vec![Node::new(parts(None, false, Some(origin)))],
+        None => vec![Node::new(parts(None, false, None))],
+    })
 }
 
 fn retry_policy(r: &turnpike_config::Retries) -> Result<RetryPolicy, Error> {

@@ -115,8 +115,21 @@ fn record(state: &NodeState, ok: bool, check: &ActiveCheck, upstream: &str, node
 /// hyper's client), within the check's timeout; true when the status is one the check expects.
 async fn probe(node: &Node, check: &ActiveCheck) -> bool {
     let attempt = async {
-        let authority = node.authority().as_str();
-        let tcp = tokio::net::TcpStream::connect(authority).await.ok()?;
+        let t = node.transport();
+        let tcp = match t.addr {
+            // One address of a host name: that address is the node.
+            Some(addr) => tokio::net::TcpStream::connect(addr).await.ok()?,
+            None => {
+                let host = t
+                    .authority
+                    .host()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let port = t.authority.port_u16().unwrap_or(80);
+                let addrs = t.dns.lookup(host, port).await.ok()?;
+                crate::upstream::connect_any(&addrs).await.ok()?
+            }
+        };
         let _ = tcp.set_nodelay(true);
         let http2 = node.transport().http2;
         match &node.transport().tls {

@@ -18,7 +18,7 @@ use turnpike_core::Router;
 pub use api::Api;
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, Settings};
-pub use target::{Node, NodeParts, Transport};
+pub use target::{DnsOrigin, Node, NodeParts, Transport};
 pub use upstream::{Target, TargetPath, Upstream};
 
 /// The routes of one listening address.

@@ -45,6 +45,8 @@ pub struct Settings {
     pub request_id_header: http::HeaderName,
     /// Take the request id from the request when it has one.
     pub trust_incoming_request_id: bool,
+    /// How backend host names are looked up.
+    pub dns: turnpike_dns::Dns,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Backend response-head timeout.

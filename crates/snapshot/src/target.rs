@@ -29,6 +29,11 @@ pub struct Transport {
     pub idle_timeout: Option<std::time::Duration>,
     /// How long a lookup of the host name is used.
     pub dns_refresh: std::time::Duration,
+    /// The address connected to, when the node is one address of a host name (the authority
+    /// still gives `Host` and the TLS server name); else the host name is looked up.
+    pub addr: Option<std::net::SocketAddr>,
+    /// How the host name is looked up.
+    pub dns: turnpike_dns::Dns,
     /// The circuit breaker's connection limits and counts of the node's upstream.
     pub counts: Option<Arc<ConnLimits>>,
 }
@@ -39,6 +44,7 @@ impl std::fmt::Debug for Transport {
             .field("authority", &self.authority)
             .field("tls", &self.tls.is_some())
             .field("http2", &self.http2)
+            .field("addr", &self.addr)
             .finish()
     }
 }
@@ -95,6 +101,22 @@ impl ConnLimits {
     }
 }
 
+/// The host name a node's address came from, and every address it had at load: the control
+/// plane looks the name up again every `refresh` and reloads when the addresses change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsOrigin {
+    /// The host name.
+    pub host: Arc<str>,
+    /// The port.
+    pub port: u16,
+    /// How often the name is looked up again.
+    pub refresh: std::time::Duration,
+    /// The addresses at load, sorted (none when the lookup failed).
+    pub addrs: Arc<[std::net::IpAddr]>,
+    /// How it is looked up.
+    pub dns: turnpike_dns::Dns,
+}
+
 /// A compiled backend node.
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -112,6 +134,8 @@ pub struct Node {
     pub label: Arc<str>,
     /// Its counters (tries by outcome, ejections).
     pub stats: Arc<turnpike_telemetry::stats::NodeStats>,
+    /// The host name its address came from (a pool's node written with a host name).
+    pub origin: Option<Arc<DnsOrigin>>,
 }
 
 /// The parts of a node, checked by the compiler.
@@ -146,6 +170,14 @@ pub struct NodeParts {
     /// What identifies the node's connections: nodes with the same transport key (in any pool,
     /// before and after a reload) share pooled connections.
     pub transport_key: String,
+    /// The address connected to (see [`Transport::addr`]).
+    pub addr: Option<std::net::SocketAddr>,
+    /// How the host name is looked up.
+    pub dns: turnpike_dns::Dns,
+    /// The host name its address came from.
+    pub origin: Option<Arc<DnsOrigin>>,
+    /// The name in logs and metrics (default: the authority).
+    pub label: Option<String>,
 }
 
 impl Node {
@@ -159,10 +191,13 @@ impl Node {
             connect_timeout: p.connect_timeout,
             idle_timeout: p.idle_timeout,
             dns_refresh: p.dns_refresh,
+            addr: p.addr,
+            dns: p.dns,
             counts: p.counts,
         });
         Node {
-            label: p.authority.as_str().into(),
+            label: p.label.as_deref().unwrap_or(p.authority.as_str()).into(),
+            origin: p.origin,
             state: NodeState::shared(&p.key),
             scheme: p.scheme,
             authority: p.authority,
@@ -254,6 +289,10 @@ mod tests {
             counts: None,
             key: format!("test|{base}"),
             transport_key: transport_key.into(),
+            addr: None,
+            dns: turnpike_dns::Dns::System,
+            origin: None,
+            label: None,
             stats: turnpike_telemetry::stats::node("test", base),
         })
     }

@@ -43,6 +43,8 @@ pub struct Control {
     /// Loads, checks and applies configurations.
     pub manager: Arc<Manager>,
     admin: Option<AdminServer>,
+    /// Reloads when a pool's host names change addresses.
+    _dns: turnpike_admin::dns_watch::DnsWatch,
 }
 
 impl Control {
@@ -87,7 +89,13 @@ impl Control {
         // An admin socket inherited from a process whose configuration had one, where this
         // configuration has none (or another address), is closed.
         turnpike_engine::listener::drop_unclaimed("admin");
-        Ok(Control { manager, admin })
+        let dns = turnpike_admin::dns_watch::DnsWatch::start(Arc::downgrade(&manager))
+            .map_err(|e| anyhow::anyhow!("cannot start the DNS watch: {e}"))?;
+        Ok(Control {
+            manager,
+            admin,
+            _dns: dns,
+        })
     }
 
     /// The gateway.

@@ -32,6 +32,22 @@ pub struct GatewaySettings {
     /// The Python executors that run `python` policies.
     #[serde(default)]
     pub python: Option<PythonSettings>,
+    /// Name servers that backend host names are looked up with (default: the system's
+    /// resolver).
+    #[serde(default)]
+    pub resolver: Option<ResolverSettings>,
+}
+
+/// `gateway.resolver`: the name servers backend host names are looked up with, instead of the
+/// system's resolver (as nginx's `resolver`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResolverSettings {
+    /// `ip` or `ip:port` (port 53 by default) of each name server, asked in turn.
+    pub nameservers: Vec<String>,
+    /// How long one query may take (default 2s).
+    #[serde(default)]
+    pub timeout: Option<Duration>,
 }
 
 /// `gateway.python`: how the executors of `python` policies run.

@@ -37,6 +37,7 @@ use turnpike_snapshot::{Settings, Transport};
 use crate::exec::LocalExec;
 
 pub use h1::H1Error;
+pub use resolve::connect as connect_any;
 
 /// Entry points of the HTTP/1.1 client's parsers, for the fuzzer.
 #[doc(hidden)]
@@ -412,10 +413,20 @@ impl UpstreamPool {
             .trim_end_matches(']');
         let port = authority.port_u16().unwrap_or(80);
         let open = async {
-            let addrs = self
-                .resolver
-                .addresses(transport.id, host, port, transport.dns_refresh)
-                .await?;
+            let addrs = match transport.addr {
+                Some(addr) => vec![addr],
+                None => {
+                    self.resolver
+                        .addresses(
+                            transport.id,
+                            host,
+                            port,
+                            transport.dns_refresh,
+                            &transport.dns,
+                        )
+                        .await?
+                }
+            };
             let stream = resolve::connect(&addrs).await?;
             if addrs.len() > 1 {
                 if let Ok(peer) = stream.peer_addr() {

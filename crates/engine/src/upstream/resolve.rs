@@ -33,14 +33,16 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// The addresses of `host:port`, best first, looked up again when the last answer is older
-    /// than `ttl`. Concurrent callers for the same key wait for one lookup.
+    /// The addresses of `host:port` (looked up with `dns`), best first, looked up again when
+    /// the last answer is older than `ttl`. Concurrent callers for the same key wait for one
+    /// lookup.
     pub async fn addresses(
         &self,
         key: u64,
         host: &str,
         port: u16,
         ttl: Duration,
+        dns: &turnpike_dns::Dns,
     ) -> io::Result<Vec<SocketAddr>> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
@@ -50,13 +52,7 @@ impl Resolver {
         if let Some(r) = slot.as_ref().filter(|r| r.fresh()) {
             return Ok(r.addrs.clone());
         }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
-        if addrs.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("`{host}` has no address"),
-            ));
-        }
+        let addrs = dns.lookup(host, port).await?;
         *slot = Some(Resolved {
             addrs: addrs.clone(),
             at: Instant::now(),
@@ -111,23 +107,30 @@ mod tests {
     use super::*;
 
     const TTL: Duration = Duration::from_secs(30);
+    const SYSTEM: turnpike_dns::Dns = turnpike_dns::Dns::System;
 
     #[tokio::test]
     async fn literals_and_names() {
         let r = Resolver::default();
         assert_eq!(
-            r.addresses(1, "127.0.0.1", 80, TTL).await.unwrap(),
+            r.addresses(1, "127.0.0.1", 80, TTL, &SYSTEM).await.unwrap(),
             vec![SocketAddr::from(([127, 0, 0, 1], 80))]
         );
-        assert_eq!(r.addresses(2, "::1", 81, TTL).await.unwrap()[0].port(), 81);
-        let first = r.addresses(3, "localhost", 82, TTL).await.unwrap();
+        assert_eq!(
+            r.addresses(2, "::1", 81, TTL, &SYSTEM).await.unwrap()[0].port(),
+            81
+        );
+        let first = r.addresses(3, "localhost", 82, TTL, &SYSTEM).await.unwrap();
         assert!(first.iter().all(|a| a.ip().is_loopback()));
         // Cached: the preferred address moves to the front.
         let last = *first.last().unwrap();
         r.prefer(3, last);
-        assert_eq!(r.addresses(3, "localhost", 82, TTL).await.unwrap()[0], last);
+        assert_eq!(
+            r.addresses(3, "localhost", 82, TTL, &SYSTEM).await.unwrap()[0],
+            last
+        );
         assert!(r
-            .addresses(4, "no-such-host.invalid", 80, TTL)
+            .addresses(4, "no-such-host.invalid", 80, TTL, &SYSTEM)
             .await
             .is_err());
         // Fresh answers survive a sweep; the failed lookup's empty entry does not.
@@ -139,7 +142,9 @@ mod tests {
     async fn answers_expire_after_the_refresh_interval() {
         let r = Resolver::default();
         let short = Duration::from_millis(20);
-        r.addresses(5, "localhost", 83, short).await.unwrap();
+        r.addresses(5, "localhost", 83, short, &SYSTEM)
+            .await
+            .unwrap();
         assert!(r.entries.borrow()[&5]
             .try_lock()
             .unwrap()
@@ -150,7 +155,9 @@ mod tests {
         r.sweep();
         assert!(r.entries.borrow().is_empty());
         // A new lookup stamps a new answer.
-        r.addresses(5, "localhost", 83, short).await.unwrap();
+        r.addresses(5, "localhost", 83, short, &SYSTEM)
+            .await
+            .unwrap();
         assert_eq!(r.entries.borrow().len(), 1);
     }
 }
