@@ -189,12 +189,11 @@ def run_case(cmd, url, headers, seconds, env=None):
             proc.kill()
 
 
-def failover(turnpike, config, victim, seconds):
-    """wrk against the pool with health checks and retries while one node is killed."""
-    proc = subprocess.Popen(["taskset", "-c", SUT_CPU, turnpike, "run", "-c", config],
+def failover(cmd, url, victim, seconds, what):
+    """wrk against a pool (`cmd` serves it at `url`) while one node (`victim`) is killed."""
+    proc = subprocess.Popen(["taskset", "-c", SUT_CPU] + cmd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        url = "http://127.0.0.1:%d/items/7" % PORT
         wait_200(url, [])
         def crash():
             # The node's master and workers at once, as a crashed host.
@@ -204,11 +203,36 @@ def failover(turnpike, config, victim, seconds):
         timer.start()
         w = wrk(url, [], seconds)
         timer.join()
-        return ("A node killed a third into a %d s wrk run against the pool with health checks and retries: "
-                "%d requests, %d non-2xx, %d socket errors." % (seconds, w["requests"], w["non2xx"], w["sock_errors"]))
+        return ("A node killed a third into a %d s wrk run against %s: "
+                "%d requests, %d non-2xx, %d socket errors." % (seconds, what, w["requests"], w["non2xx"], w["sock_errors"]))
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def start_backend(tmp, port, status):
+    """A copy of the nginx backend on `port` (its stub_status on `status`)."""
+    d = os.path.join(tmp, "backend%d" % port)
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    with open(os.path.join(BENCH, "configs", "nginx-backend.conf")) as src, open(conf, "w") as dst:
+        dst.write(src.read().replace("127.0.0.1:2010", "127.0.0.1:%d" % port)
+                  .replace("127.0.0.1:2011", "127.0.0.1:%d" % status))
+    p = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")])
+    wait_200("http://127.0.0.1:%d/" % port, [])
+    return p
+
+
+def nginx_pool_conf(tmp):
+    """nginx-proxy.conf with an upstream block of the three backends (nginx's defaults:
+    round robin, `proxy_next_upstream error timeout`)."""
+    d = os.path.join(tmp, "nginx-pool")
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    with open(os.path.join(BENCH, "configs", "nginx-proxy.conf")) as src, open(conf, "w") as dst:
+        dst.write(src.read().replace("server 127.0.0.1:2010;",
+                                     "server 127.0.0.1:2010;\n        server 127.0.0.1:2013;\n        server 127.0.0.1:2014;"))
+    return ["nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
 
 
 def main():
@@ -234,15 +258,8 @@ def main():
         if args.set == "upstreams":
             # Two more copies of the backend (their stub_status moved off 2011).
             for port, status in ((2013, 2015), (2014, 2016)):
-                d = os.path.join(tmp, "backend%d" % port)
-                os.makedirs(d)
-                conf = os.path.join(d, "nginx.conf")
-                with open(os.path.join(BENCH, "configs", "nginx-backend.conf")) as src, open(conf, "w") as dst:
-                    dst.write(src.read().replace("127.0.0.1:2010", "127.0.0.1:%d" % port)
-                              .replace("127.0.0.1:2011", "127.0.0.1:%d" % status))
-                backends[port] = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")])
+                backends[port] = start_backend(tmp, port, status)
                 procs.append(backends[port])
-                wait_200("http://127.0.0.1:%d/" % port, [])
         if args.set == "ratelimit":
             procs.append(subprocess.Popen(["taskset", "-c", LOAD_CPU, "redis-server", "--port", str(REDIS_PORT),
                                            "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL))
@@ -259,6 +276,8 @@ def main():
                      os.path.join(BENCH, "configs", "nginx-proxy.conf"), "-e", os.path.join(tmp, "nginx-proxy", "error.log")]
         results = {label: [] for label, *_ in all_cases}
         results["nginx proxy"] = []
+        if args.set == "upstreams":
+            results["nginx pool of 3"] = []
         started = time.time()
         for r in range(args.rounds):
             order = list(range(len(all_cases)))
@@ -273,6 +292,9 @@ def main():
                       file=sys.stderr)
             res = run_case(nginx_cmd, "http://127.0.0.1:%d/items/7" % NGINX_PORT, [], args.duration)
             results["nginx proxy"].append(res)
+            if args.set == "upstreams":
+                res = run_case(nginx_pool_conf(tmp), "http://127.0.0.1:%d/items/7" % NGINX_PORT, [], args.duration)
+                results["nginx pool of 3"].append(res)
         elapsed = time.time() - started
         ref = all_cases[0][0]
         ref_rps = statistics.median(x["rps"] for x in results[ref])
@@ -286,7 +308,14 @@ def main():
             errs = sum(x["errors"] for x in results[label])
             lines.append("| %s | %.0f | %.3f | %.1f | %+.1f | %d |" % (label, rps, rps / ref_rps, cpu, cpu - ref_cpu, errs))
         if args.set == "upstreams":
-            lines += ["", failover(args.turnpike, files[3], backends[2014], args.duration)]
+            lines += ["", failover([args.turnpike, "run", "-c", files[3]], "http://127.0.0.1:%d/items/7" % PORT,
+                                   backends[2014], args.duration,
+                                   "Turnpike's pool with health checks and retries")]
+            backends[2014] = start_backend(tmp, 2014, 2016)
+            procs.append(backends[2014])
+            lines += ["", failover(nginx_pool_conf(tmp), "http://127.0.0.1:%d/items/7" % NGINX_PORT,
+                                   backends[2014], args.duration,
+                                   "nginx's upstream block (defaults: `proxy_next_upstream error timeout`)")]
         report = "\n".join(lines) + "\n"
         print(report)
         if args.out:

@@ -6,6 +6,7 @@
 
 pub mod access_control;
 pub mod auth;
+pub mod beautifier;
 pub mod condition;
 pub mod consumers;
 pub mod cors;

@@ -27,6 +27,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::template::BodyTemplate>(),
     PolicyKind::of::<crate::prometheus::Prometheus>(),
     PolicyKind::of::<crate::set_body::SetBody>(),
+    PolicyKind::of::<crate::beautifier::Beautifier>(),
 ];
 
 /// The policy named `name` in YAML.

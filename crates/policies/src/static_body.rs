@@ -116,7 +116,7 @@ impl Policy for Static {
 }
 
 /// Re-indents valid JSON text by two spaces, keeping the order of its members.
-fn reindent(json: &str) -> String {
+pub(crate) fn reindent(json: &str) -> String {
     let mut out = String::with_capacity(json.len() * 2);
     let mut depth = 0usize;
     let (mut in_string, mut escaped) = (false, false);

@@ -425,3 +425,26 @@ async fn log_lines_reach_the_gateways_log() {
     assert!(text.contains("shop Path: /orders/7 status 201"), "{text}");
     assert!(text.contains("WARN"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_beautifier_reindents_json_and_xml_in_both_directions() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /in }}\n  flow:\n    - request:\n        - beautifier: {{}}\n  target: {{ url: \"http://127.0.0.1:{}\" }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /out }}\n  flow:\n    - beautifier: {{}}\n    - static: {{ src: '<r><a>1</a><b x=\"2\"/></r>', contentType: application/xml }}\n    - return: {{ status: 200 }}\n",
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = post_json(gw.addr(), "/in", r#"{"a":[1,2],"b":{"c":"d"}}"#).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        backend.last().body,
+        "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {\n    \"c\": \"d\"\n  }\n}"
+    );
+    // Not JSON after all: passed on unchanged.
+    let r = post_json(gw.addr(), "/in", "{\"a\":").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.last().body, "{\"a\":");
+    let r = get(gw.addr(), "/out").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "<r>\n  <a>1</a>\n  <b x=\"2\"/>\n</r>\n");
+}
