@@ -5,6 +5,7 @@
 //! This crate only reads and checks data (files, and the documents a configuration names by URL:
 //! [`fetch`]); `turnpike-engine` compiles it into a runtime snapshot.
 
+mod components;
 pub mod error;
 pub mod fetch;
 pub mod load;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use turnpike_core::settings::parse_all;
 use turnpike_core::CompileError;
 
+use crate::components::{is_components, Components};
 use crate::error::{ConfigError, ConfigErrors, Location};
 use crate::model::{
     AdminConfig, ApiConfig, ConsumerConfig, Document, GatewaySettings, PolicyConfig,
@@ -322,9 +323,34 @@ impl Loader<'_> {
                 return;
             }
         };
+        // Membrane's `components:` and their `$ref`s, resolved within the file.
+        let mut docs = docs;
+        let mut components = Components::default();
+        let mut ref_errors = Vec::new();
+        for node in &docs {
+            if is_components(node) {
+                components.add(node, &mut ref_errors);
+            }
+        }
+        for node in docs.iter_mut() {
+            if !is_components(node) {
+                components.resolve(node, "", &mut ref_errors);
+            }
+        }
+        for e in ref_errors {
+            self.errors.push(ConfigError::new(
+                Location {
+                    file: path.to_owned(),
+                    line: e.span.line,
+                    column: e.span.column,
+                    key: e.key,
+                },
+                e.message,
+            ));
+        }
         for (index, node) in docs.iter().enumerate() {
-            if node.value == yaml::Value::Null {
-                continue; // an empty document
+            if node.value == yaml::Value::Null || is_components(node) {
+                continue; // an empty document, or components (resolved above)
             }
             let mut spans = HashMap::new();
             let json = yaml::to_json(node, &mut String::new(), &mut spans);
@@ -466,10 +492,11 @@ fn friendlier(key: &str, message: String) -> String {
         if key.is_empty() {
             let kind = rest.split('`').next().unwrap_or("");
             let membrane = match kind {
-                "components" => Some("repeat the policies where they are used, or put shared ones in `global:` or a consumer's flow"),
                 "proxy" => Some("forward proxying is not supported"),
                 "configuration" => Some("use a `gateway:` document"),
-                "sslProxy" => Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`"),
+                "sslProxy" => {
+                    Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`")
+                }
                 "internal" => Some("internal APIs are not supported"),
                 _ => None,
             };
@@ -519,14 +546,39 @@ mod tests {
 
     #[test]
     fn membranes_documents_name_the_alternative() {
-        let err = load_str("t.yaml", "components:\n  a: {}\n", &env).unwrap_err();
+        let err = load_str("t.yaml", "proxy:\n  port: 3128\n", &env).unwrap_err();
         assert!(
             err.0[0]
                 .message
-                .contains("Membrane's `components:` documents are not supported"),
+                .contains("Membrane's `proxy:` documents are not supported"),
             "{err}"
         );
         assert_eq!(err.0[0].location.line, 1, "{err}");
+    }
+
+    #[test]
+    fn components_are_resolved_with_errors_in_place() {
+        let set = load_str(
+            "t.yaml",
+            "components:\n  log:\n    chain:\n      - log: {}\n---\napi:\n  port: 2000\n  flow:\n    - $ref: '#/components/log'\n    - return: {}\n",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(set.apis.len(), 1);
+        assert_eq!(set.apis[0].value.flow.len(), 2);
+        let err = load_str(
+            "t.yaml",
+            "components:\n  a: {}\n---\napi:\n  port: 2000\n  flow:\n    - $ref: '#/components/b'\n",
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+        assert_eq!(
+            (err.0[0].location.line, err.0[0].location.key.as_str()),
+            (2, "components.a")
+        );
+        assert_eq!(err.0[1].location.line, 7, "{err}");
+        assert!(err.0[1].message.contains("no component named `b`"), "{err}");
     }
 
     #[test]

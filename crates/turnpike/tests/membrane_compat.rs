@@ -448,3 +448,49 @@ async fn the_beautifier_reindents_json_and_xml_in_both_directions() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "<r>\n  <a>1</a>\n  <b x=\"2\"/>\n</r>\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_are_spliced_where_they_are_referenced() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        r#"gateway: {{ accessLog: false }}
+---
+components:
+  stamp:
+    chain:
+      - request:
+          - setHeader: {{ name: X-Stamp, value: "one" }}
+      - $ref: '#/components/second'
+  second:
+    setHeader: {{ name: X-Second, value: "two" }}
+  target:
+    target: {{ url: "http://127.0.0.1:{}" }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  $ref: '#/components/target'
+  flow:
+    - $ref: '#/components/stamp'
+"#,
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    assert_eq!(get(gw.addr(), "/x").await.status, 200);
+    let seen = backend.last();
+    assert_eq!(seen.headers["x-stamp"], "one");
+    assert_eq!(seen.headers["x-second"], "two");
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "components:\n  j:\n    bean: { class: a.B }\n---\napi:\n  port: 0\n  flow:\n    - $ref: '#/components/j'\n",
+    );
+    assert!(
+        e.contains("gateway.yaml:3:5") && e.contains("Java beans"),
+        "{e}"
+    );
+    assert!(
+        e.contains("gateway.yaml:8:") && e.contains("no component named `j`"),
+        "{e}"
+    );
+}
