@@ -557,6 +557,27 @@ mod tests {
     }
 
     #[test]
+    fn membranes_pem_key_form_gives_certificate_and_key() {
+        let set = load_str(
+            "t.yaml",
+            "api:\n  port: 443\n  ssl:\n    key:\n      private: { location: k.pem }\n      certificates: [ { location: c.pem } ]\n  flow: [ { return: {} } ]\n",
+            &env,
+        )
+        .unwrap();
+        let ssl = set.apis[0].value.ssl.as_ref().unwrap();
+        assert_eq!(ssl.key.as_deref(), Some("k.pem"));
+        assert_eq!(ssl.certificate.as_deref(), Some("c.pem"));
+        let err = load_str(
+            "t.yaml",
+            "api:\n  port: 443\n  ssl:\n    key:\n      private: { location: k.pem }\n      certificates: [ { location: a.pem }, { location: b.pem } ]\n",
+            &env,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("exactly one PEM file"), "{err}");
+        assert!(err.to_string().contains("t.yaml:4:"), "{err}");
+    }
+
+    #[test]
     fn components_are_resolved_with_errors_in_place() {
         let set = load_str(
             "t.yaml",

@@ -7,18 +7,38 @@ use serde::Deserialize;
 use crate::units::Flag;
 
 /// `ssl:` on an API: its listener speaks TLS.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(try_from = "SslInput")]
+pub struct SslConfig {
+    /// The certificate and key as a PKCS#12 keystore.
+    pub keystore: Option<Keystore>,
+    /// The certificate chain as a PEM file (leaf first), with `key`.
+    pub certificate: Option<String>,
+    /// The private key as a PEM file (PKCS#8, PKCS#1 or SEC1), with `certificate`.
+    pub key: Option<String>,
+    /// TLS versions offered: `TLSv1.2`, `TLSv1.3` (default both).
+    pub protocols: Vec<String>,
+    /// Cipher suites offered, by IANA name (default: rustls' modern suites).
+    pub ciphers: Vec<String>,
+    /// Ask clients for a certificate (mutual TLS).
+    pub client_auth: Option<ClientAuth>,
+}
+
+/// `ssl:` on an API as written: `key` is a PEM file, or Membrane's
+/// `{ private: { location }, certificates: [ { location } ] }`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SslConfig {
+pub struct SslInput {
     /// The certificate and key as a PKCS#12 keystore.
     #[serde(default)]
     pub keystore: Option<Keystore>,
     /// The certificate chain as a PEM file (leaf first), with `key`.
     #[serde(default)]
     pub certificate: Option<String>,
-    /// The private key as a PEM file (PKCS#8, PKCS#1 or SEC1), with `certificate`.
+    /// The private key as a PEM file (PKCS#8, PKCS#1 or SEC1), with `certificate`; or
+    /// Membrane's form with the key and the certificate chain.
     #[serde(default)]
-    pub key: Option<String>,
+    pub key: Option<KeyInput>,
     /// TLS versions offered: `TLSv1.2`, `TLSv1.3` (default both).
     #[serde(default)]
     pub protocols: Vec<String>,
@@ -28,6 +48,78 @@ pub struct SslConfig {
     /// Ask clients for a certificate (mutual TLS).
     #[serde(default)]
     pub client_auth: Option<ClientAuth>,
+}
+
+/// `ssl.key`: a PEM file, or Membrane's key with its certificates.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum KeyInput {
+    /// The private key's PEM file.
+    File(String),
+    /// Membrane's form.
+    Membrane(MembraneKey),
+}
+
+/// Membrane's `key: { private: { location }, certificates: [ { location } ] }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MembraneKey {
+    /// The private key's PEM file.
+    pub private: PemFile,
+    /// The certificate chain's PEM file (one file, leaf first).
+    pub certificates: Vec<PemFile>,
+}
+
+/// A PEM file.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PemFile {
+    /// The file, relative to the config file.
+    pub location: String,
+}
+
+impl TryFrom<SslInput> for SslConfig {
+    type Error = String;
+
+    fn try_from(i: SslInput) -> Result<Self, String> {
+        let (certificate, key) = match i.key {
+            None => (i.certificate, None),
+            Some(KeyInput::File(k)) => (i.certificate, Some(k)),
+            Some(KeyInput::Membrane(m)) => {
+                if i.certificate.is_some() {
+                    return Err(
+                        "`key.certificates` and `certificate` both give the chain: keep one".into(),
+                    );
+                }
+                match m.certificates.as_slice() {
+                    [one] => (Some(one.location.clone()), Some(m.private.location)),
+                    _ => {
+                        return Err(
+                            "`key.certificates` needs exactly one PEM file with the whole chain, leaf first".into(),
+                        )
+                    }
+                }
+            }
+        };
+        Ok(SslConfig {
+            keystore: i.keystore,
+            certificate,
+            key,
+            protocols: i.protocols,
+            ciphers: i.ciphers,
+            client_auth: i.client_auth,
+        })
+    }
+}
+
+impl JsonSchema for SslConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        SslInput::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        SslInput::json_schema(generator)
+    }
 }
 
 /// A PKCS#12 keystore holding a private key and its certificate chain.
