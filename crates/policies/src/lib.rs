@@ -12,6 +12,7 @@ pub mod consumers;
 pub mod cors;
 pub mod delay;
 pub mod flow;
+pub mod header_filter;
 mod headers;
 mod json_protection;
 pub mod language;

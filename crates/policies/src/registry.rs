@@ -28,6 +28,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::prometheus::Prometheus>(),
     PolicyKind::of::<crate::set_body::SetBody>(),
     PolicyKind::of::<crate::beautifier::Beautifier>(),
+    PolicyKind::of::<crate::header_filter::HeaderFilter>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -494,3 +494,32 @@ api:
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_filter_keeps_what_its_first_matching_rule_says() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - request:\n        - headerFilter:\n            - include: accept.*\n            - include: x-keep\n            - exclude: .*\n  target: {{ url: \"http://127.0.0.1:{}\" }}\n",
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    let r = get_with(
+        gw.addr(),
+        "/h",
+        &[
+            ("accept", "text/plain"),
+            ("x-keep", "1"),
+            ("x-drop", "2"),
+            ("cookie", "c=1"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = backend.last().headers;
+    assert_eq!(seen["accept"], "text/plain");
+    assert_eq!(seen["x-keep"], "1");
+    assert!(
+        seen.get("x-drop").is_none() && seen.get("cookie").is_none(),
+        "{seen:?}"
+    );
+}
