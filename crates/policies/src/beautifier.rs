@@ -61,7 +61,7 @@ fn beautify(kind: Kind, body: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// XML re-indented by two spaces; `None` when it is not well-formed.
-fn xml(body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn xml(body: &[u8]) -> Option<Vec<u8>> {
     let mut reader = quick_xml::Reader::from_reader(body);
     reader.config_mut().check_end_names = true;
     let mut writer =

@@ -29,6 +29,7 @@ pub mod rewriter;
 pub mod set_body;
 mod settings_errors;
 pub mod size_limit;
+pub mod soap_body;
 mod static_body;
 pub mod template;
 

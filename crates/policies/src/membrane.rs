@@ -29,7 +29,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("llmGateway", "not supported"),
     ("webSocket", "WebSocket upgrades are proxied without a policy"),
     ("for", "loops are not supported: use a `python` policy"),
-    ("soapBody", "use `template` or `static` with the envelope"),
     ("shadowing", "not supported"),
     ("ntlm", "not supported"),
     ("graphQLProtection", "not supported: use `jsonProtection` for the size and depth of JSON bodies"),

@@ -29,6 +29,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::set_body::SetBody>(),
     PolicyKind::of::<crate::beautifier::Beautifier>(),
     PolicyKind::of::<crate::header_filter::HeaderFilter>(),
+    PolicyKind::of::<crate::soap_body::SoapBody>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -40,6 +40,7 @@ impl PolicyFactory for SetBody {
             },
             delay: None,
             pretty: false,
+            envelope: None,
         }))
     }
 }

@@ -30,8 +30,10 @@ pub struct Static {
     pub(crate) src: Template,
     pub(crate) content_type: HeaderValue,
     pub(crate) delay: Option<std::time::Duration>,
-    /// Re-indent a JSON result.
+    /// Re-indent a JSON result (an XML one with `envelope`).
     pub(crate) pretty: bool,
+    /// Wrap the result in a SOAP envelope (`soapBody`): (prefix, envelope namespace).
+    pub(crate) envelope: Option<(&'static str, &'static str)>,
 }
 
 impl PolicyFactory for Static {
@@ -43,6 +45,7 @@ impl PolicyFactory for Static {
         Ok(Static {
             name: "static",
             pretty: false,
+            envelope: None,
             src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
             content_type: match &c.content_type {
                 Some(ct) => HeaderValue::from_str(ct)
@@ -60,6 +63,15 @@ impl Static {
     fn body(&self, ex: &mut Exchange, msg: turnpike_core::jsonpath::Message) -> String {
         self.src.prepare(ex, msg);
         let text = self.src.render_for(ex, msg).into_owned();
+        if let Some((prefix, ns)) = self.envelope {
+            let soap = format!(
+                "<{prefix}:Envelope xmlns:{prefix}=\"{ns}\"><{prefix}:Body>{text}</{prefix}:Body></{prefix}:Envelope>"
+            );
+            return match self.pretty.then(|| crate::beautifier::xml(soap.as_bytes())) {
+                Some(Some(x)) => String::from_utf8(x).unwrap_or(soap),
+                _ => soap,
+            };
+        }
         if self.pretty && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
             return reindent(&text);
         }

@@ -73,6 +73,7 @@ impl PolicyFactory for BodyTemplate {
                 content_type,
                 delay: None,
                 pretty: c.pretty.0,
+                envelope: None,
             },
             file,
         })

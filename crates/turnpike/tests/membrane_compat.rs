@@ -523,3 +523,16 @@ async fn the_header_filter_keeps_what_its_first_matching_rule_says() {
         "{seen:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soap_body_answers_an_envelope_of_its_version() {
+    let yaml = "gateway: { accessLog: false }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - response:\n        - soapBody:\n            src: '<c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><c:name>${query.city}</c:name></c:getCityResponse>'\n    - return: { status: 200 }\n";
+    let gw = TestGateway::start(yaml);
+    let r = get(gw.addr(), "/?city=Bonn").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type").unwrap(), "text/xml; charset=utf-8");
+    assert_eq!(
+        r.text(),
+        "<s11:Envelope xmlns:s11=\"http://schemas.xmlsoap.org/soap/envelope/\"><s11:Body><c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><c:name>Bonn</c:name></c:getCityResponse></s11:Body></s11:Envelope>"
+    );
+}
