@@ -102,6 +102,9 @@ pub mod types {
         /// A rate limiter's shared store (Redis) failed or was late and its `onError` is
         /// `deny`.
         RATE_LIMIT_UNAVAILABLE = ("rate-limit-unavailable", SERVICE_UNAVAILABLE, "The rate limit cannot be checked", "rate limit unavailable");
+        /// A `throttle` has `maxThreads` requests in progress and no slot freed within its
+        /// `busyDelay` (`Retry-After: 1`).
+        THROTTLED = ("throttled", SERVICE_UNAVAILABLE, "Too many requests in progress", "throttled");
         /// No response head from the backend within `timeouts.upstream`.
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.

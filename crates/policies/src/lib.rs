@@ -32,6 +32,7 @@ pub mod size_limit;
 pub mod soap_body;
 mod static_body;
 pub mod template;
+pub mod throttle;
 
 use turnpike_core::CompileError;
 

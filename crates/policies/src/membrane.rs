@@ -14,7 +14,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("balancer", "give the target several `nodes`, or name an `upstream:` document"),
     ("openapiValidator", "deploy the API from `openapi:` with `validateRequests: yes`"),
     ("rest2Soap", "use `wsdl2openapi`"),
-    ("throttle", "use `rateLimiter` (or `delay` on `return`/`static`)"),
     ("counter", "request counts are in the metrics at `/metrics`"),
     ("call", "calling other services from a flow is not supported: use a `python` policy"),
     ("sampleSoapService", "not available: run the sample service as a backend"),

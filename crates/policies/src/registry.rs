@@ -30,6 +30,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::beautifier::Beautifier>(),
     PolicyKind::of::<crate::header_filter::HeaderFilter>(),
     PolicyKind::of::<crate::soap_body::SoapBody>(),
+    PolicyKind::of::<crate::throttle::Throttle>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -536,3 +536,22 @@ async fn soap_body_answers_an_envelope_of_its_version() {
         "<s11:Envelope xmlns:s11=\"http://schemas.xmlsoap.org/soap/envelope/\"><s11:Body><c:getCityResponse xmlns:c=\"https://predic8.de/cities\"><c:name>Bonn</c:name></c:getCityResponse></s11:Body></s11:Envelope>"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttle_delays_and_limits_requests_in_progress() {
+    let yaml = "gateway: { accessLog: false, threads: 2 }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: { uri: /one }\n  flow:\n    - throttle: { maxThreads: 1, busyDelay: 100 }\n    - return: { status: 200, delay: 600ms }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: { uri: /slow }\n  flow:\n    - throttle: { delay: 300 }\n    - return: { status: 200 }\n";
+    let gw = TestGateway::start(yaml);
+    let addr = gw.addr();
+    let start = std::time::Instant::now();
+    assert_eq!(get(addr, "/slow").await.status, 200);
+    assert!(start.elapsed() >= std::time::Duration::from_millis(300));
+    let first = tokio::spawn(async move { get(addr, "/one").await.status });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let second = get(addr, "/one").await;
+    assert_eq!(second.status, 503, "{}", second.text());
+    assert_eq!(second.json()["type"], "urn:turnpike:problem:throttled");
+    assert_eq!(second.header("retry-after").unwrap(), "1");
+    assert_eq!(first.await.unwrap(), 200);
+    // The slot was given back when the first exchange ended.
+    assert_eq!(get(addr, "/one").await.status, 200);
+}
