@@ -6,7 +6,7 @@ use std::sync::Arc;
 use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located, OpenApiSource, TargetConfig};
 use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
-use turnpike_openapi::{load_spec, OpenApiValidator, Source, Spec};
+use turnpike_openapi::{load_spec_at, OpenApiValidator, Source, Spec};
 use turnpike_policies::operations::OperationFlows;
 use turnpike_policies::python::Executors;
 use turnpike_policies::Consumers;
@@ -106,9 +106,21 @@ pub(crate) fn compile_openapi_api(
     let mut used = std::collections::BTreeSet::new();
     for (i, src) in api.openapi.iter().enumerate() {
         let key = format!("openapi[{i}]");
+        let (base_path, published) = match rewrite(src.rewrite.as_ref()) {
+            Ok(r) => r,
+            Err((k, m)) => {
+                errors.push(located.error(&format!("{key}.rewrite.{k}"), m));
+                continue;
+            }
+        };
         for source in spec_sources(located, i, src, errors) {
-            let spec = match load_spec(&source) {
-                Ok(s) => Arc::new(s),
+            let spec = match load_spec_at(&source, base_path.as_deref()) {
+                Ok(mut s) => {
+                    s.published_url = published
+                        .as_ref()
+                        .map(|origin| format!("{origin}{}", s.base_path));
+                    Arc::new(s)
+                }
                 Err(e) => {
                     errors.push(located.error(&key, format!("invalid OpenAPI spec: {e}")));
                     continue;
@@ -266,6 +278,54 @@ fn template_params(template: &str) -> Vec<String> {
         .skip(1)
         .filter_map(|p| p.split_once('}').map(|(name, _)| name.to_owned()))
         .collect()
+}
+
+/// Membrane's `rewrite`: the base path the operations are served under, and the origin
+/// (`scheme://host[:port]`) the published document's `servers` URL names. The error names the
+/// key below `rewrite`.
+fn rewrite(
+    r: Option<&turnpike_config::OpenApiRewrite>,
+) -> Result<(Option<String>, Option<String>), (String, String)> {
+    let Some(r) = r else {
+        return Ok((None, None));
+    };
+    let fail = |k: &str, m: &str| (k.to_owned(), m.to_owned());
+    if let Some(p) = &r.base_path {
+        if !p.starts_with('/') || p.contains(['?', '#', '{']) {
+            return Err(fail(
+                "basePath",
+                "a path starting with `/`, without a query or templates",
+            ));
+        }
+    }
+    let published = match (&r.host, r.port, r.protocol.as_deref()) {
+        (None, None, None) => None,
+        (None, _, _) => {
+            return Err(fail(
+                "host",
+                "needed with `port` or `protocol`: the published address names a host",
+            ))
+        }
+        (Some(host), port, protocol) => {
+            let scheme = match protocol {
+                Some("http") => "http",
+                Some("https") => "https",
+                None if port == Some(443) => "https",
+                None => "http",
+                Some(_) => return Err(fail("protocol", "`http` or `https`")),
+            };
+            let default = if scheme == "https" { 443 } else { 80 };
+            let authority = match port {
+                Some(p) if p != default => format!("{host}:{p}"),
+                _ => host.clone(),
+            };
+            if authority.parse::<http::uri::Authority>().is_err() {
+                return Err(fail("host", "not a host name"));
+            }
+            Some(format!("{scheme}://{authority}"))
+        }
+    };
+    Ok((r.base_path.clone(), published))
 }
 
 /// The target named by a spec's first `servers` URL (scheme and authority; the base path stays

@@ -49,10 +49,10 @@ impl ApiDocs {
             }
             let mut doc = s.doc.clone();
             if let Value::Object(m) = &mut doc {
-                let base = if s.base_path.is_empty() {
-                    "/"
-                } else {
-                    s.base_path.as_str()
+                let base = match &s.published_url {
+                    Some(url) => url.as_str(),
+                    None if s.base_path.is_empty() => "/",
+                    None => s.base_path.as_str(),
                 };
                 m.insert("servers".into(), serde_json::json!([{ "url": base }]));
             }

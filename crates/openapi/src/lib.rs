@@ -32,3 +32,8 @@ pub use spec::Spec;
 pub fn load_spec(source: &Source) -> Result<Spec, SpecError> {
     Spec::compile(load::load(source)?)
 }
+
+/// [`load_spec`] with the operations under `base_path` instead of the spec's `servers` path.
+pub fn load_spec_at(source: &Source, base_path: Option<&str>) -> Result<Spec, SpecError> {
+    Spec::compile_at(load::load(source)?, base_path)
+}

@@ -105,6 +105,8 @@ pub struct Spec {
     pub base_path: String,
     /// The first `servers` URL when it is absolute (`http://host:port/...`).
     pub server_url: Option<String>,
+    /// The `servers` URL the published document shows (default: `base_path`).
+    pub published_url: Option<String>,
     /// The bundled document (every referenced file included).
     pub doc: Value,
     /// The original text of the root file.
@@ -142,6 +144,12 @@ const METHODS: &[(&str, Method)] = &[
 impl Spec {
     /// Compiles a loaded spec; errors say where in which file.
     pub fn compile(loaded: LoadedSpec) -> Result<Spec, SpecError> {
+        Spec::compile_at(loaded, None)
+    }
+
+    /// [`Spec::compile`], with the operations under `base_path` instead of the path of the
+    /// first `servers` URL (Membrane's `rewrite.basePath`; `""` or `/` for the root).
+    pub fn compile_at(loaded: LoadedSpec, at: Option<&str>) -> Result<Spec, SpecError> {
         let doc = &loaded.doc;
         let top = |msg: &str| SpecError {
             at: loaded.locate(""),
@@ -185,6 +193,10 @@ impl Spec {
             .and_then(Value::as_str)
             .unwrap_or("/");
         let (server_url, base_path) = split_server(server);
+        let base_path = match at {
+            Some(p) => p.trim_end_matches('/').to_owned(),
+            None => base_path,
+        };
         let mut req_doc = doc.clone();
         convert::convert_doc(&mut req_doc, version, Direction::Request);
         let mut res_doc = doc.clone();
@@ -266,6 +278,7 @@ impl Spec {
             id,
             base_path,
             server_url,
+            published_url: None,
             doc: loaded.doc,
             text: loaded.text,
             paths,

@@ -555,3 +555,33 @@ async fn throttle_delays_and_limits_requests_in_progress() {
     // The slot was given back when the first exchange ended.
     assert_eq!(get(addr, "/one").await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_rewrite_moves_the_base_path_and_the_published_address() {
+    let spec = format!(
+        "{}/../../../shared/data/openapi/fruitshop-v2-2-0.oas.yml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  openapi:\n    - location: \"{spec}\"\n      mock: true\n      rewrite: {{ basePath: /boutique, host: shop.example.com, port: 8080 }}\n"
+    );
+    let gw = TestGateway::start(&yaml);
+    assert_eq!(get(gw.addr(), "/boutique/products").await.status, 200);
+    assert_eq!(get(gw.addr(), "/shop/v2/products").await.status, 404);
+    let list = get(gw.addr(), "/api-docs").await.json();
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let doc = get(gw.addr(), &format!("/api-docs/{id}.json")).await.json();
+    assert_eq!(
+        doc["servers"][0]["url"],
+        "http://shop.example.com:8080/boutique"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        &format!("api:\n  port: 0\n  openapi:\n    - location: \"{spec}\"\n      mock: true\n      rewrite: {{ port: 443 }}\n"),
+    );
+    assert!(
+        e.contains("openapi[0].rewrite.host") && e.contains("names a host"),
+        "{e}"
+    );
+}

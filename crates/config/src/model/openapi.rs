@@ -34,4 +34,26 @@ pub struct OpenApiSource {
     /// the status (Membrane's `validationDetails`).
     #[serde(default)]
     pub validation_details: Option<Flag>,
+    /// How the API is published (Membrane's `rewrite`): the base path it is served under, and
+    /// the address its published document names.
+    #[serde(default)]
+    pub rewrite: Option<OpenApiRewrite>,
+}
+
+/// `openapi[].rewrite`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenApiRewrite {
+    /// The path the operations are served under, instead of the first `servers` URL's path.
+    #[serde(default)]
+    pub base_path: Option<String>,
+    /// The host the published document's `servers` URL names.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Its port (default: the protocol's).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Its scheme: `http` or `https` (default `https` for port 443, else `http`).
+    #[serde(default)]
+    pub protocol: Option<String>,
 }
