@@ -106,6 +106,30 @@ fn route_parts<'a>(
         .collect()
 }
 
+/// The API's `test` (Membrane's routing condition), compiled; errors are reported.
+pub(crate) fn route_test(
+    located: &Located<ApiConfig>,
+    errors: &mut ConfigErrors,
+) -> Option<Arc<dyn turnpike_core::RouteTest>> {
+    let api = &located.value;
+    match (&api.test, &api.language) {
+        (Some(t), language) => {
+            match turnpike_policies::condition::route_test(t, language.as_deref()) {
+                Ok(t) => Some(t),
+                Err(m) => {
+                    errors.push(located.error("test", m));
+                    None
+                }
+            }
+        }
+        (None, Some(_)) => {
+            errors.push(located.error("language", "the language of `test`, which is not given"));
+            None
+        }
+        (None, None) => None,
+    }
+}
+
 /// A plain API: one route (its `method` and `path`), or one per entry of `routes`, each with
 /// the API's chain followed by the route's own flow.
 pub(crate) fn compile_plain_api(
@@ -169,6 +193,7 @@ pub(crate) fn compile_plain_api(
         )
         .into(),
     };
+    let test = route_test(located, errors);
     let soap_errors = wsdl.is_some()
         || checks_soap(&api.flow)
         || api.routes.iter().any(|r| checks_soap(&r.flow))
@@ -239,6 +264,7 @@ pub(crate) fn compile_plain_api(
                 } else {
                     None
                 },
+                test: test.clone(),
             },
         ));
     }

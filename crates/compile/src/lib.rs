@@ -141,7 +141,12 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             &mut errors,
         ) {
             let here = located.origin.key_at(&located.key);
-            match first_at.entry((addr, route_key(&spec))) {
+            // An API with a `test` leaves the requests it does not take to the next one.
+            let key = match &located.value.test {
+                Some(t) => format!("{} test {t}", route_key(&spec)),
+                None => route_key(&spec),
+            };
+            match first_at.entry((addr, key)) {
                 std::collections::hash_map::Entry::Occupied(first) => {
                     errors.push(located.error(
                         "",
@@ -190,6 +195,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         response: false,
                     }]),
                     target: None,
+                    test: None,
                 }),
             ));
         }

@@ -79,6 +79,7 @@ pub(crate) fn compile_openapi_api(
         ));
     }
     let hosts = api_hosts(located, errors);
+    let test = crate::api::route_test(located, errors);
     let target = match &api.target {
         Some(t) => match compile_target(
             t,
@@ -195,6 +196,7 @@ pub(crate) fn compile_openapi_api(
                     chain: Chain::new(steps),
                     target,
                     errors: None,
+                    test: test.clone(),
                 },
                 Some(spec),
             ));

@@ -83,6 +83,8 @@ pub(crate) fn soap_proxy_api(
         openapi: Vec::new(),
         operations: Default::default(),
         routes: Vec::new(),
+        test: None,
+        language: None,
     };
     Some((
         Located {

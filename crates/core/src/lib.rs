@@ -22,5 +22,5 @@ pub use exchange::{Exchange, StepTime};
 pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy, Resume, Wait};
 pub use problem::{types as problems, Problem, ProblemType};
 pub use registry::{CompileContext, CompileError, Phases, PolicyFactory, PolicyKind};
-pub use router::{Match, RouteSpec, Router};
+pub use router::{Match, RouteSpec, RouteTest, Router};
 pub use template::{Template, TemplateScope};

@@ -168,6 +168,13 @@ impl HostPattern {
     }
 }
 
+/// A condition on the request head that an API's route needs besides host, method and path
+/// (Membrane's `test` on an API): checked at routing, in file order among the routes that match.
+pub trait RouteTest: Send + Sync + std::fmt::Debug {
+    /// True when the API takes the request (`ex` holds the request head, no body).
+    fn matches(&self, ex: &crate::Exchange) -> bool;
+}
+
 /// What one API matches.
 #[derive(Debug, Clone)]
 pub struct RouteSpec {
@@ -464,9 +471,21 @@ impl<T> Router<T> {
     /// Finds the route for a request. `host` is the `Host` header value (port and case are
     /// ignored), `path` the request path without query.
     pub fn lookup(&self, host: Option<&str>, method: &Method, path: &str) -> Option<Match<'_, T>> {
-        let method_ok = |r: u32| match &self.values[r as usize].0 {
-            None => true,
-            Some(m) => m == method,
+        self.lookup_if(host, method, path, |_| true)
+    }
+
+    /// [`Router::lookup`] among the routes whose value `accept` takes (a route that matches
+    /// but is not accepted lets the next candidate, in file order, have the request).
+    pub fn lookup_if(
+        &self,
+        host: Option<&str>,
+        method: &Method,
+        path: &str,
+        accept: impl Fn(&T) -> bool,
+    ) -> Option<Match<'_, T>> {
+        let method_ok = |r: u32| {
+            let (m, value) = &self.values[r as usize];
+            m.as_ref().is_none_or(|m| m == method) && accept(value)
         };
         let found = host
             .map(normalize_host)

@@ -222,7 +222,8 @@ pub async fn serve(
         upstream_node: None,
     };
     let mut response = 'phases: {
-        let (api, params) = phase!('phases, served, route(&snap, ctx.listener, &req));
+        let (api, params) =
+            phase!('phases, served, route(&snap, ctx.listener, ctx.conn.peer, &req));
         served.api = Some(Arc::clone(&api));
         if api.errors.is_some() {
             served.format = ErrorFormat::of(req.headers(), api.errors.as_ref());
@@ -447,11 +448,33 @@ fn finish_trace(
     t.finish(format!("{method} {api}"), attrs, error);
 }
 
+/// The request head as an exchange without a body, for APIs' routing tests.
+fn route_probe(req: &Request<Incoming>, client: SocketAddr) -> Exchange {
+    let mut head = Request::builder()
+        .method(req.method().clone())
+        .uri(req.uri().clone())
+        .version(req.version());
+    if let Some(h) = head.headers_mut() {
+        *h = req.headers().clone();
+    }
+    let (parts, ()) = head
+        .body(())
+        .unwrap_or_else(|_| Request::new(()))
+        .into_parts();
+    Exchange::new(
+        parts,
+        Body::full(bytes::Bytes::new()),
+        client,
+        PathParams::new(),
+    )
+}
+
 /// Route: the API of this listener that takes the request, and its path parameters (a target
 /// longer than `limits.maxUriLength` is refused first).
 fn route(
     snap: &Snapshot,
     listener: SocketAddr,
+    client: SocketAddr,
     req: &Request<Incoming>,
 ) -> Result<(Arc<Api>, PathParams), Problem> {
     let target_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
@@ -466,9 +489,18 @@ fn route(
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().host());
+    // APIs with a `test` look at the request head (built once, only for them).
+    let probe = std::cell::OnceCell::new();
+    let accept = |api: &Arc<Api>| match &api.test {
+        None => true,
+        Some(t) => t.matches(probe.get_or_init(|| route_probe(req, client))),
+    };
     snap.listeners
         .get(&listener)
-        .and_then(|r| r.router.lookup(host, req.method(), req.uri().path()))
+        .and_then(|r| {
+            r.router
+                .lookup_if(host, req.method(), req.uri().path(), accept)
+        })
         .map(|m| (Arc::clone(m.value), m.params))
         .ok_or_else(|| {
             Problem::no_route().with_detail(format!(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use turnpike_core::{Chain, RenderProblem};
+use turnpike_core::{Chain, RenderProblem, RouteTest};
 
 use crate::upstream::Target;
 
@@ -21,4 +21,7 @@ pub struct Api {
     /// problem+json: SOAP APIs answer SOAP faults, which is all their clients understand.
     /// `None` for problem+json (or a gRPC status for gRPC requests).
     pub errors: Option<Arc<dyn RenderProblem>>,
+    /// A condition on the request head besides the route (Membrane's `test`): when it does not
+    /// hold, the next API whose route matches takes the request.
+    pub test: Option<Arc<dyn RouteTest>>,
 }

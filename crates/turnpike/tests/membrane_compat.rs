@@ -585,3 +585,73 @@ async fn openapi_rewrite_moves_the_base_path_and_the_published_address() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_test_routes_by_the_request_head_in_file_order() {
+    let yaml = r#"gateway: { accessLog: false }
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  test: header.SOAPAction == '"getCity"'
+  flow:
+    - static: { src: city }
+    - return: { status: 200 }
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  test: 'request.headers["x-tier"] == "gold" && request.method == "POST"'
+  flow:
+    - static: { src: gold }
+    - return: { status: 200 }
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - static: { src: other }
+    - return: { status: 200 }
+"#;
+    let gw = TestGateway::start(yaml);
+    let a = gw.addr();
+    assert_eq!(
+        get_with(a, "/", &[("soapaction", "\"getCity\"")])
+            .await
+            .text(),
+        "city"
+    );
+    assert_eq!(
+        get_with(a, "/", &[("soapaction", "\"other\"")])
+            .await
+            .text(),
+        "other"
+    );
+    let gold = send(
+        a,
+        req("POST", "/")
+            .header("x-tier", "gold")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(gold.text(), "gold");
+    assert_eq!(
+        get_with(a, "/", &[("x-tier", "gold")]).await.text(),
+        "other"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  test: $.express\n  language: jsonpath\n  flow: [ { return: {} } ]\n",
+    );
+    assert!(
+        e.contains("api.test") && e.contains("not read before an API is chosen"),
+        "{e}"
+    );
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  flow: [ { return: {} } ]\n---\napi:\n  port: 0\n  flow: [ { return: {} } ]\n",
+    );
+    assert!(e.contains("takes the same requests"), "{e}");
+}

@@ -35,6 +35,14 @@ pub struct ApiConfig {
     /// Which request paths this API takes.
     #[serde(default)]
     pub path: Option<PathConfig>,
+    /// A condition on the request head this API needs besides its route (Membrane's `test`):
+    /// when it does not hold, the next API whose route matches (in file order) takes the request.
+    #[serde(default)]
+    pub test: Option<String>,
+    /// The language of `test`: CEL, or Membrane's SpEL (`spel`, also tried when `test` is not
+    /// CEL).
+    #[serde(default)]
+    pub language: Option<String>,
     /// The ordered list of policies run for each request (and, in reverse, each response).
     #[serde(default)]
     pub flow: Vec<PolicyConfig>,

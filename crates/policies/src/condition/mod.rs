@@ -137,6 +137,34 @@ impl Condition {
     }
 }
 
+impl turnpike_core::RouteTest for Condition {
+    fn matches(&self, ex: &Exchange) -> bool {
+        self.holds(ex)
+    }
+}
+
+/// Compiles an API's `test` (Membrane's routing condition) in `language` (CEL, or SpEL as for
+/// `if`): a condition on the request head, checked when a request is routed. JSONPath and XPath
+/// tests (on the body) and tests of the response are errors.
+pub fn route_test(
+    source: &str,
+    language: Option<&str>,
+) -> Result<Arc<dyn turnpike_core::RouteTest>, String> {
+    if let Some(l @ ("jsonpath" | "xpath")) = language.map(str::to_ascii_lowercase).as_deref() {
+        return Err(format!(
+            "`language: {l}` tests the body, which is not read before an API is chosen: route on the method, path, query or headers, or use `if` in one API's flow"
+        ));
+    }
+    let language = language.map(str::to_ascii_lowercase);
+    let c =
+        Condition::compile_with_language(source, language.as_deref(), &[], check::environment())
+            .map_err(|e| format!("{} (line {}, column {})", e.message, e.line, e.column))?;
+    if c.reads_response {
+        return Err("a routing test reads the request only: `response` is not known yet".into());
+    }
+    Ok(Arc::new(c))
+}
+
 /// Where a byte offset of `source` is (1-based line and column, in characters).
 fn line_column(source: &str, offset: usize) -> (u32, u32) {
     let before = source.get(..offset).unwrap_or(source);
