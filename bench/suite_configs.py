@@ -307,7 +307,9 @@ def _toml_str(s):
 
 def _pingap_head(ctx, threads, pool):
     return ('[basic]\npid_file = "%s/pingap.pid"\nupgrade_sock = "%s/pingap.sock"\nthreads = %d\n'
-            'upstream_keepalive_pool_size = %d\nlog_level = "warn"\n\n'
+            'upstream_keepalive_pool_size = %d\nlog_level = "warn"\n'
+            # Stop within a second of SIGTERM (Pingora waits 5 minutes by default).
+            'grace_period = "1s"\ngraceful_shutdown_timeout = "1s"\n\n'
             '[upstreams.backend]\naddrs = ["127.0.0.1:%d"]\n'
             % (ctx.tmp, ctx.tmp, threads, pool, BACKEND_PORT))
 

@@ -36,7 +36,8 @@ pub(crate) fn soap_proxy_api(
     };
     let path = p
         .path
-        .clone()
+        .as_ref()
+        .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| turnpike_soap::publish::address_path(&port.address).to_owned());
     let target = match &p.target {
         Some(t) => t.clone(),

@@ -21,6 +21,9 @@ pub struct StaticSettings {
     /// Go on only after this long (a mock as slow as the real backend).
     #[serde(default)]
     pub delay: Option<turnpike_config::units::Duration>,
+    /// Re-indent the result when it is JSON (Membrane's `pretty`).
+    #[serde(default)]
+    pub pretty: turnpike_config::units::Flag,
 }
 
 /// The compiled `static` policy (and the body `template` sets, see [`crate::template`]).
@@ -44,7 +47,7 @@ impl PolicyFactory for Static {
     fn compile(c: StaticSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(Static {
             name: "static",
-            pretty: false,
+            pretty: c.pretty.0,
             envelope: None,
             src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
             content_type: match &c.content_type {

@@ -591,3 +591,85 @@ async fn an_unknown_kid_waits_for_one_refetch_and_a_flood_costs_one_fetch_per_in
         "{flood_fetches} fetches for {refused} requests with an unknown kid over 2.5 s"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_jwks_map_and_optional_api_keys_with_scopes() {
+    let k = keys();
+    let rsa = EncodingKey::from_rsa_pem(&k.rsa_private).unwrap();
+    let ec = EncodingKey::from_ec_pem(&k.ec_private).unwrap();
+    let jwks_server = StaticServer::start(
+        &serde_json::json!({ "keys": [jwk(&rsa, Algorithm::RS256, "rsa-1")] }).to_string(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ec.json"),
+        serde_json::json!({ "keys": [jwk(&ec, Algorithm::ES256, "ec-1")] }).to_string(),
+    )
+    .unwrap();
+    let yaml = format!(
+        r#"
+gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /jwt }}
+  flow:
+    - jwtAuth:
+        jwks:
+          jwks: [ {{ location: {ec} }} ]
+          jwksUris: "http://{jwks}/jwks"
+    - return: {{ status: 200 }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /key }}
+  flow:
+    - apiKey:
+        required: false
+        stores: [ {{ simple: [ {{ secret: {{ value: key-admin, scopes: [admin] }} }}, {{ secret: {{ value: key-other }} }} ] }} ]
+    - if:
+        test: hasScope('admin')
+        flow: [ {{ static: {{ src: admin }} }} ]
+        else: [ {{ static: {{ src: guest }} }} ]
+    - return: {{ status: 200 }}
+"#,
+        jwks = jwks_server.addr,
+        ec = dir.path().join("ec.json").display(),
+    );
+    let gw = TestGateway::start(&yaml);
+    let a = gw.addr();
+    let claims = serde_json::json!({ "sub": "alice", "exp": now() + 300 });
+    for t in [
+        token(Algorithm::RS256, "rsa-1", &rsa, claims.clone()),
+        token(Algorithm::ES256, "ec-1", &ec, claims.clone()),
+    ] {
+        let r = get_with(a, "/jwt", &[("authorization", &format!("Bearer {t}"))]).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(get(a, "/jwt").await.status, 401);
+    assert_eq!(
+        get(a, "/key").await.text(),
+        "guest",
+        "no key: through, without scopes"
+    );
+    assert_eq!(
+        get_with(a, "/key", &[("x-api-key", "key-admin")])
+            .await
+            .text(),
+        "admin"
+    );
+    assert_eq!(
+        get_with(a, "/key", &[("x-api-key", "key-other")])
+            .await
+            .text(),
+        "guest"
+    );
+    assert_eq!(
+        get_with(a, "/key", &[("x-api-key", "wrong")]).await.status,
+        403,
+        "a key that is given must be valid"
+    );
+}

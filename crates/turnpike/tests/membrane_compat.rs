@@ -655,3 +655,22 @@ api:
     );
     assert!(e.contains("takes the same requests"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_shapes_of_static_pretty_and_soap_proxy_path() {
+    let wsdl = format!(
+        "{}/../../../shared/data/wsdl/cities.wsdl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let yaml = format!(
+        "gateway: {{ accessLog: false }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /p }}\n  flow:\n    - static: {{ src: '{{\"a\":[1,2]}}', contentType: application/json, pretty: true }}\n    - return: {{ status: 200 }}\n---\nsoapProxy:\n  port: 0\n  ip: 127.0.0.1\n  wsdl: \"{wsdl}\"\n  path: {{ uri: /my-cities }}\n"
+    );
+    let gw = TestGateway::start(&yaml);
+    assert_eq!(
+        get(gw.addr(), "/p").await.text(),
+        "{\n  \"a\": [\n    1,\n    2\n  ]\n}"
+    );
+    let r = get(gw.addr(), "/my-cities?wsdl").await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("definitions"), "{}", r.text());
+}

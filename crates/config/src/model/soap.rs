@@ -8,6 +8,28 @@ use serde::Deserialize;
 use super::{PolicyConfig, SslConfig, TargetConfig};
 use crate::units::Flag;
 
+/// `soapProxy.path`: a path, or Membrane's `{ uri }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SoapPath {
+    /// The path.
+    Path(String),
+    /// Membrane's form.
+    Uri {
+        /// The path.
+        uri: String,
+    },
+}
+
+impl SoapPath {
+    /// The path.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SoapPath::Path(p) | SoapPath::Uri { uri: p } => p,
+        }
+    }
+}
+
 /// A SOAP API (`soapProxy:` document): path and target come from the WSDL's service address.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -34,9 +56,10 @@ pub struct SoapProxyConfig {
     /// Which port of the service to use, when it has several (default: the first SOAP port).
     #[serde(default)]
     pub port_name: Option<String>,
-    /// The path to listen on (default: the path of the service address).
+    /// The path to listen on (default: the path of the service address): a path, or
+    /// Membrane's `{ uri: /path }`.
     #[serde(default)]
-    pub path: Option<String>,
+    pub path: Option<SoapPath>,
     /// The policies run for each request (and, in reverse, each response).
     #[serde(default)]
     pub flow: Vec<PolicyConfig>,

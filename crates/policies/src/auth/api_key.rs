@@ -35,6 +35,10 @@ pub struct ApiKeySettings {
     /// backend (default false; APISIX's `hide_credentials`).
     #[serde(default)]
     pub hide_credentials: turnpike_config::units::Flag,
+    /// A request without a key is refused (default); `false` lets it through without an
+    /// identity (Membrane's `required`), while a key that is given must still be valid.
+    #[serde(default)]
+    pub required: Option<turnpike_config::units::Flag>,
 }
 
 /// A store of API keys.
@@ -94,6 +98,8 @@ pub struct ApiKey {
     allow: Option<Allow>,
     required_scopes: Vec<String>,
     hide: bool,
+    /// Refuse requests without a key.
+    required: bool,
 }
 
 impl PolicyFactory for ApiKey {
@@ -158,6 +164,7 @@ impl PolicyFactory for ApiKey {
             allow,
             required_scopes: c.required_scopes.clone(),
             hide: c.hide_credentials.0,
+            required: c.required.is_none_or(|f| f.0),
         })
     }
 }
@@ -200,6 +207,9 @@ impl Policy for ApiKey {
 
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         let Some(key) = self.extract(ex).filter(|k| !k.is_empty()) else {
+            if !self.required {
+                return Outcome::Continue;
+            }
             return unauthorized("an API key is required", None);
         };
         if self.hide {

@@ -38,7 +38,7 @@ use crate::err;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JwtAuthSettings {
     /// Key sets: files (`location`) or URLs (`url`, fetched in the background).
-    pub jwks: Vec<JwksSource>,
+    pub jwks: JwksSetting,
     /// Required `aud` (one of the token's audiences must equal it).
     #[serde(default)]
     pub expected_aud: Option<String>,
@@ -66,6 +66,62 @@ pub struct JwtAuthSettings {
     /// false; APISIX's `hide_credentials`).
     #[serde(default)]
     pub hide_credentials: turnpike_config::units::Flag,
+}
+
+/// The key sets: a list, or Membrane's `{ jwks: [...], jwksUris: "url url" }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum JwksSetting {
+    /// The key sets.
+    List(Vec<JwksSource>),
+    /// Membrane's form.
+    Membrane(MembraneJwks),
+}
+
+/// Membrane's `jwks:` map.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MembraneJwks {
+    /// Key sets by file (`location`) or URL.
+    #[serde(default)]
+    pub jwks: Vec<JwksSource>,
+    /// Space-separated JWKS URLs.
+    #[serde(default)]
+    pub jwks_uris: Option<String>,
+}
+
+impl JwksSetting {
+    /// Every key set source, in order (Membrane's `jwksUris` after its `jwks`), and the key
+    /// prefix of the `i`th for errors.
+    fn sources(&self) -> Vec<(String, JwksSource)> {
+        match self {
+            JwksSetting::List(l) => l
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("jwks[{i}]"), s.clone()))
+                .collect(),
+            JwksSetting::Membrane(m) => {
+                let mut out: Vec<(String, JwksSource)> = m
+                    .jwks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (format!("jwks.jwks[{i}]"), s.clone()))
+                    .collect();
+                for url in m.jwks_uris.iter().flat_map(|u| u.split_whitespace()) {
+                    out.push((
+                        "jwks.jwksUris".to_owned(),
+                        JwksSource {
+                            location: None,
+                            url: Some(url.to_owned()),
+                            refresh: None,
+                            refetch_interval: None,
+                        },
+                    ));
+                }
+                out
+            }
+        }
+    }
 }
 
 /// A JSON Web Key Set source.
@@ -272,14 +328,15 @@ impl PolicyFactory for JwtAuth {
             }
             validations.insert(alg, v);
         }
-        if c.jwks.is_empty() {
+        let sources = c.jwks.sources();
+        if sources.is_empty() {
             return Err(err("jwks", "at least one key set is needed"));
         }
         let mut slots = Vec::new();
         let mut refreshers = Vec::new();
         let mut key_files = Vec::new();
-        for (i, src) in c.jwks.iter().enumerate() {
-            let at = format!("jwks[{i}]");
+        for (at, src) in &sources {
+            let at = at.as_str();
             match (&src.location, &src.url) {
                 (Some(loc), None) => {
                     if src.refresh.is_some() || src.refetch_interval.is_some() {

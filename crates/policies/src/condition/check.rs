@@ -593,11 +593,20 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "double" if !member => (Func::Double, 1, None, Ty::Double),
         "string" if !member => (Func::String, 1, None, Ty::Str),
         "has" => return fail(e, "has() takes a field selection, as in has(jwt.email)"),
+        "hasScope" if !member => {
+            let [s] = args.as_slice() else {
+                return fail(e, "`hasScope` takes one scope");
+            };
+            let Expr::Literal(LiteralValue::String(scope_name)) = &s.expr else {
+                return fail(s, "the scope of `hasScope` must be a string literal");
+            };
+            return Ok((Node::HasScope(scope_name.inner().into()), Ty::Bool));
+        }
         other => {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope)"
                 ),
             )
         }

@@ -95,13 +95,15 @@ pub(crate) enum Node {
     List(Vec<Node>),
     Call(Func, Vec<Node>),
     Matches(Box<Node>, regex::Regex),
+    /// `hasScope('x')`: the credentials grant scope `x`.
+    HasScope(Box<str>),
 }
 
 impl Node {
     /// Calls `f` on every variable the expression reads.
     pub(crate) fn visit_vars(&self, f: &mut dyn FnMut(Var)) {
         match self {
-            Node::Lit(_) => {}
+            Node::Lit(_) | Node::HasScope(_) => {}
             Node::Var(v) => f(*v),
             Node::Field(a, _) | Node::Has(a, _) | Node::Not(a) | Node::Neg(a) => a.visit_vars(f),
             Node::Matches(a, _) => a.visit_vars(f),
@@ -430,6 +432,10 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
             V::Str(s) => Ok(V::Bool(re.is_match(&s))),
             _ => Err(EvalError("matches() of a value that is not a string")),
         },
+        Node::HasScope(want) => Ok(V::Bool(
+            ex.identity()
+                .is_some_and(|i| i.scopes.iter().any(|s| **s == **want)),
+        )),
     }
 }
 
