@@ -381,11 +381,11 @@ impl PolicyFactory for JwtAuth {
                         .map_or(Duration::from_secs(30), |d| d.0);
                     refreshers.push(
                         spawn_refresher(url.clone(), &slot, every, refetch)
-                            .map_err(|m| err(&at, m))?,
+                            .map_err(|m| err(at, m))?,
                     );
                     slots.push(slot);
                 }
-                _ => return Err(err(&at, "give exactly one of `location` and `url`")),
+                _ => return Err(err(at, "give exactly one of `location` and `url`")),
             }
         }
         let allow = match &c.allow {
