@@ -5,7 +5,6 @@
 //! not valid in its content type, or of another type, is passed on unchanged.
 
 use bytes::Bytes;
-use quick_xml::events::Event;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_core::PolicyFactory;
@@ -54,46 +53,10 @@ fn beautify(kind: Kind, body: &[u8]) -> Option<Vec<u8>> {
         Kind::Json => {
             let text = std::str::from_utf8(body).ok()?;
             serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
-            Some(crate::static_body::reindent(text).into_bytes())
+            Some(crate::pretty::reindent(text).into_bytes())
         }
-        Kind::Xml => xml(body),
+        Kind::Xml => crate::pretty::xml(body),
     }
-}
-
-/// XML re-indented by two spaces; `None` when it is not well-formed.
-pub(crate) fn xml(body: &[u8]) -> Option<Vec<u8>> {
-    let mut reader = quick_xml::Reader::from_reader(body);
-    reader.config_mut().check_end_names = true;
-    let mut writer =
-        quick_xml::Writer::new_with_indent(Vec::with_capacity(body.len() * 2), b' ', 2);
-    let mut depth = 0usize;
-    let mut roots = 0usize;
-    loop {
-        let event = reader.read_event().ok()?;
-        match &event {
-            Event::Start(_) => {
-                if depth == 0 {
-                    roots += 1;
-                }
-                depth += 1;
-            }
-            Event::Empty(_) if depth == 0 => roots += 1,
-            Event::End(_) => depth = depth.checked_sub(1)?,
-            // Whitespace between elements gives way to the indentation; other text stays as it
-            // is (entity references come as events of their own).
-            Event::Text(t) if t.iter().all(u8::is_ascii_whitespace) => continue,
-            Event::Text(_) | Event::GeneralRef(_) | Event::CData(_) if depth == 0 => return None,
-            Event::Eof => break,
-            _ => {}
-        }
-        writer.write_event(event).ok()?;
-    }
-    if depth != 0 || roots != 1 {
-        return None;
-    }
-    let mut out = writer.into_inner();
-    out.push(b'\n');
-    Some(out)
 }
 
 impl Policy for Beautifier {

@@ -20,6 +20,7 @@ pub mod log;
 pub mod membrane;
 mod nested;
 pub mod operations;
+mod pretty;
 pub mod prometheus;
 pub mod python;
 pub mod rate_limit;

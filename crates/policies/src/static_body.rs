@@ -70,13 +70,13 @@ impl Static {
             let soap = format!(
                 "<{prefix}:Envelope xmlns:{prefix}=\"{ns}\"><{prefix}:Body>{text}</{prefix}:Body></{prefix}:Envelope>"
             );
-            return match self.pretty.then(|| crate::beautifier::xml(soap.as_bytes())) {
+            return match self.pretty.then(|| crate::pretty::xml(soap.as_bytes())) {
                 Some(Some(x)) => String::from_utf8(x).unwrap_or(soap),
                 _ => soap,
             };
         }
         if self.pretty && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
-            return reindent(&text);
+            return crate::pretty::reindent(&text);
         }
         text
     }
@@ -130,73 +130,12 @@ impl Policy for Static {
     }
 }
 
-/// Re-indents valid JSON text by two spaces, keeping the order of its members.
-pub(crate) fn reindent(json: &str) -> String {
-    let mut out = String::with_capacity(json.len() * 2);
-    let mut depth = 0usize;
-    let (mut in_string, mut escaped) = (false, false);
-    let mut chars = json.chars().peekable();
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        for _ in 0..depth {
-            out.push_str("  ");
-        }
-    };
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                out.push(c);
-                // An empty object or array stays on one line.
-                while chars.peek().is_some_and(|n| n.is_whitespace()) {
-                    chars.next();
-                }
-                if matches!(chars.peek(), Some('}' | ']')) {
-                    if let Some(close) = chars.next() {
-                        out.push(close);
-                    }
-                } else {
-                    depth += 1;
-                    newline(&mut out, depth);
-                }
-            }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            c if c.is_whitespace() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn reindents_keeping_member_order() {
         assert_eq!(
-            super::reindent(r#"{ "b": [1, {}], "a": "x, \"y\": {z}" ,"c":[]}"#),
+            crate::pretty::reindent(r#"{ "b": [1, {}], "a": "x, \"y\": {z}" ,"c":[]}"#),
             "{\n  \"b\": [\n    1,\n    {}\n  ],\n  \"a\": \"x, \\\"y\\\": {z}\",\n  \"c\": []\n}"
         );
     }

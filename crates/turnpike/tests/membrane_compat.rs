@@ -674,3 +674,13 @@ async fn membranes_shapes_of_static_pretty_and_soap_proxy_path() {
     assert_eq!(r.status, 200);
     assert!(r.text().contains("definitions"), "{}", r.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_control_reads_membranes_ordered_rules() {
+    let yaml = "gateway: { accessLog: false }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: { uri: /in }\n  flow:\n    - accessControl:\n        - deny: 127.0.0.2\n        - allow: localhost\n    - return: { status: 200 }\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  path: { uri: /out }\n  flow:\n    - accessControl:\n        - deny: ^localhost$\n        - allow: 0.0.0.0/0\n    - return: { status: 200 }\n";
+    let gw = TestGateway::start(yaml);
+    assert_eq!(get(gw.addr(), "/in").await.status, 200);
+    let r = get(gw.addr(), "/out").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:ip-denied");
+}
