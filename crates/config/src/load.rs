@@ -310,15 +310,7 @@ impl Loader<'_> {
             Ok(d) => d,
             Err(errs) => {
                 for e in errs {
-                    self.errors.push(ConfigError::new(
-                        Location {
-                            file: path.to_owned(),
-                            line: e.span.line,
-                            column: e.span.column,
-                            key: e.key,
-                        },
-                        e.message,
-                    ));
+                    self.errors.push(at_span(path, e.span, e.key, e.message));
                 }
                 return;
             }
@@ -338,15 +330,7 @@ impl Loader<'_> {
             }
         }
         for e in ref_errors {
-            self.errors.push(ConfigError::new(
-                Location {
-                    file: path.to_owned(),
-                    line: e.span.line,
-                    column: e.span.column,
-                    key: e.key,
-                },
-                e.message,
-            ));
+            self.errors.push(at_span(path, e.span, e.key, e.message));
         }
         for (index, node) in docs.iter().enumerate() {
             if node.value == yaml::Value::Null || is_components(node) {
@@ -461,6 +445,19 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+/// An error at `span` of the file `path`, under `key`.
+fn at_span(path: &Path, span: Span, key: String, message: String) -> ConfigError {
+    ConfigError::new(
+        Location {
+            file: path.to_owned(),
+            line: span.line,
+            column: span.column,
+            key,
+        },
+        message,
+    )
 }
 
 fn is_apis_yaml(p: &Path) -> bool {
