@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 
-use super::redis_server::{Conn, Server};
+use super::redis_server::{spawn_background, Conn, Server};
 use super::store::Decision;
 use super::RateAlgorithm;
 
@@ -306,45 +306,32 @@ impl RedisStore {
     fn start_sync(self: &Arc<Self>, interval: Duration) {
         let weak = Arc::downgrade(self);
         let stopped = Arc::clone(&self.stopped);
-        let spawned = std::thread::Builder::new()
-            .name("turnpike-ratelimit-sync".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async move {
-                    let mut conn: Option<(u64, Conn)> = None;
-                    while !stopped.load(Relaxed) {
-                        let Some(store) = weak.upgrade() else { return };
-                        if conn
-                            .as_ref()
-                            .is_none_or(|(g, _)| *g != store.server.generation())
-                        {
-                            conn = tokio::time::timeout(
-                                store.timeout.max(Duration::from_millis(200)),
-                                store.server.connect(store.timeout),
-                            )
-                            .await
-                            .ok()
-                            .and_then(Result::ok);
-                        }
-                        if let Some((_, c)) = conn.as_mut() {
-                            if let Err(e) = store.sync_once(c).await {
-                                store.server.failed();
-                                store.failed(&e);
-                            }
-                        }
-                        drop(store);
-                        tokio::time::sleep(interval).await;
+        spawn_background("turnpike-ratelimit-sync", move || async move {
+            let mut conn: Option<(u64, Conn)> = None;
+            while !stopped.load(Relaxed) {
+                let Some(store) = weak.upgrade() else { return };
+                if conn
+                    .as_ref()
+                    .is_none_or(|(g, _)| *g != store.server.generation())
+                {
+                    conn = tokio::time::timeout(
+                        store.timeout.max(Duration::from_millis(200)),
+                        store.server.connect(store.timeout),
+                    )
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                }
+                if let Some((_, c)) = conn.as_mut() {
+                    if let Err(e) = store.sync_once(c).await {
+                        store.server.failed();
+                        store.failed(&e);
                     }
-                });
-            });
-        if let Err(e) = spawned {
-            tracing::error!("cannot start the rate limit sync: {e}");
-        }
+                }
+                drop(store);
+                tokio::time::sleep(interval).await;
+            }
+        });
     }
 
     /// One sync: adds the local counts in Redis and reads the fleet's totals back (one pipeline;

@@ -103,61 +103,69 @@ impl Sentinel {
             Arc::clone(&self.stopped),
         );
         let name = self.master_name.clone();
-        let spawned = std::thread::Builder::new()
-            .name("turnpike-redis-sentinel".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async move {
-                    let mut logged: Option<Instant> = None;
-                    let mut generation = 0u64;
-                    while !stopped.load(Relaxed) {
-                        match tokio::time::timeout(
-                            Duration::from_secs(2),
-                            client.async_get_client(),
-                        )
-                        .await
-                        {
-                            Ok(Ok(found)) => {
-                                let addr = found.get_connection_info().addr().to_string();
-                                let same = tx.borrow().as_ref().is_some_and(|(_, c)| {
-                                    c.get_connection_info().addr().to_string() == addr
-                                });
-                                if !same {
-                                    generation += 1;
-                                    tracing::info!(
+        spawn_background("turnpike-redis-sentinel", move || async move {
+            let mut logged: Option<Instant> = None;
+            let mut generation = 0u64;
+            while !stopped.load(Relaxed) {
+                match tokio::time::timeout(Duration::from_secs(2), client.async_get_client()).await
+                {
+                    Ok(Ok(found)) => {
+                        let addr = found.get_connection_info().addr().to_string();
+                        let same = tx.borrow().as_ref().is_some_and(|(_, c)| {
+                            c.get_connection_info().addr().to_string() == addr
+                        });
+                        if !same {
+                            generation += 1;
+                            tracing::info!(
                                         "rate limit store: the Sentinels name {addr} as the primary of `{name}`"
                                     );
-                                    tx.send_replace(Some((generation, found)));
-                                }
-                            }
-                            failed => {
-                                if logged.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-                                    logged = Some(Instant::now());
-                                    let why = match failed {
-                                        Ok(Err(e)) => e.to_string(),
-                                        _ => "no Sentinel answered within 2s".into(),
-                                    };
-                                    tracing::warn!(
-                                        "rate limit store: no primary of `{name}` from the Sentinels ({why})"
-                                    );
-                                }
-                            }
-                        }
-                        tokio::select! {
-                            () = wake.notified() => {}
-                            () = tokio::time::sleep(SENTINEL_POLL) => {}
+                            tx.send_replace(Some((generation, found)));
                         }
                     }
-                });
-            });
-        if let Err(e) = spawned {
-            tracing::error!("cannot start the Redis Sentinel lookup: {e}");
-        }
+                    failed => {
+                        if logged.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                            logged = Some(Instant::now());
+                            let why = match failed {
+                                Ok(Err(e)) => e.to_string(),
+                                _ => "no Sentinel answered within 2s".into(),
+                            };
+                            tracing::warn!(
+                                        "rate limit store: no primary of `{name}` from the Sentinels ({why})"
+                                    );
+                        }
+                    }
+                }
+                tokio::select! {
+                    () = wake.notified() => {}
+                    () = tokio::time::sleep(SENTINEL_POLL) => {}
+                }
+            }
+        });
+    }
+}
+
+/// Runs the future `task` makes on a thread of its own with a single-threaded runtime: a store's
+/// background work (syncs, Sentinel lookups), kept off the workers. Logs when the thread cannot
+/// start.
+pub fn spawn_background<F>(name: &str, task: impl FnOnce() -> F + Send + 'static)
+where
+    F: std::future::Future<Output = ()>,
+{
+    let spawned = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(task()),
+                Err(e) => {
+                    tracing::error!("a rate limit store's background thread has no runtime: {e}")
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start {name}: {e}");
     }
 }
 
