@@ -130,6 +130,28 @@ pub(crate) fn route_test(
     }
 }
 
+/// The target of an API without one whose flow converts to SOAP with `wsdl2openapi`: the
+/// address of the WSDL's port (as Membrane does). `None` when there is no such policy, or its
+/// WSDL cannot be read (the policy reports that).
+fn wsdl2openapi_target(located: &Located<ApiConfig>) -> Option<turnpike_config::TargetConfig> {
+    let p = located
+        .value
+        .flow
+        .iter()
+        .find(|p| p.name == "wsdl2openapi")?;
+    let text = |k: &str| p.settings.get(k).and_then(|v| v.as_str());
+    let location = turnpike_soap::Location::from_config(text("wsdl")?, base_dir(located));
+    let wsdl = Wsdl::load(&location).ok()?;
+    let port = wsdl.port(text("serviceName"), text("portName")).ok()?;
+    let address = port.address.clone();
+    (address.starts_with("http://") || address.starts_with("https://")).then(|| {
+        turnpike_config::TargetConfig {
+            url: Some(address),
+            ..Default::default()
+        }
+    })
+}
+
 /// A plain API: one route (its `method` and `path`), or one per entry of `routes`, each with
 /// the API's chain followed by the route's own flow.
 pub(crate) fn compile_plain_api(
@@ -157,7 +179,11 @@ pub(crate) fn compile_plain_api(
         }
     };
     let parts = route_parts(located, errors);
-    let target = match &api.target {
+    let wsdl_target = match &api.target {
+        None => wsdl2openapi_target(located),
+        Some(_) => None,
+    };
+    let target = match api.target.as_ref().or(wsdl_target.as_ref()) {
         Some(t) => match compile_target(
             t,
             base_dir(located),

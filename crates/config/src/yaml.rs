@@ -134,6 +134,9 @@ impl Builder<'_> {
     }
 
     fn scalar(&mut self, text: String, style: TScalarStyle, span: Span) -> Value {
+        // Membrane's `#{env.NAME}` placeholders stand for the value itself, quoted or not
+        // (`port: "#{env.PORT}"` is a number there).
+        let membrane_env = text.contains("#{env.");
         let text = match substitute_env(&text, self.env) {
             Ok(t) => t,
             Err(msg) => {
@@ -145,7 +148,7 @@ impl Builder<'_> {
                 text
             }
         };
-        if style != TScalarStyle::Plain {
+        if style != TScalarStyle::Plain && !membrane_env {
             return Value::Str(text);
         }
         resolve_plain(text)
@@ -190,8 +193,11 @@ fn resolve_plain(text: String) -> Value {
 }
 
 /// Replaces `${NAME}` where NAME is an environment variable name in upper case
-/// (`[A-Z_][A-Z0-9_]*`). Other `${...}` forms (templates such as `${path.id}`) are left alone.
+/// (`[A-Z_][A-Z0-9_]*`), and Membrane's `#{env.NAME}` (any letters, digits and `_`). Other
+/// `${...}` forms (templates such as `${path.id}`) are left alone.
 pub fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let owned = substitute_membrane_env(text, env)?;
+    let text: &str = &owned;
     if !text.contains("${") {
         return Ok(text.to_owned());
     }
@@ -214,6 +220,46 @@ pub fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Resul
                 rest = after;
             }
         }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Replaces Membrane's `#{env.NAME}` placeholders; other `#{…}` text is an error, since
+/// Membrane evaluates it as a SpEL expression at load and Turnpike does not.
+fn substitute_membrane_env(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    if !text.contains("#{") {
+        return Ok(text.to_owned());
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("#{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str("#{");
+            rest = after;
+            continue;
+        };
+        let inner = after[..end].trim();
+        let name = inner
+            .strip_prefix("env.")
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        match name {
+            Some(name) => match env(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("environment variable `{name}` is not set")),
+            },
+            None => {
+                return Err(format!(
+                    "`#{{{inner}}}`: only `#{{env.NAME}}` placeholders are evaluated at load"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
     }
     out.push_str(rest);
     Ok(out)
@@ -376,6 +422,23 @@ mod tests {
             panic!()
         };
         assert_eq!(e[0].1.value, Value::Str("12".into()));
+    }
+
+    #[test]
+    fn membrane_env_placeholders() {
+        let env = |n: &str| (n == "PORT").then(|| "2001".to_owned());
+        assert_eq!(
+            substitute_env("http://h:#{env.PORT}/", &env).unwrap(),
+            "http://h:2001/"
+        );
+        assert_eq!(substitute_env("#{ env.PORT }", &env).unwrap(), "2001");
+        assert!(substitute_env("#{env.NOPE}", &env)
+            .unwrap_err()
+            .contains("NOPE"));
+        assert!(substitute_env("#{1 + 2}", &env)
+            .unwrap_err()
+            .contains("#{1 + 2}"));
+        assert_eq!(substitute_env("a # {b}", &env).unwrap(), "a # {b}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod json;
 pub mod jsonpath;
 pub mod policy;
 pub mod problem;
+pub mod properties;
 pub mod registry;
 pub mod router;
 pub mod settings;

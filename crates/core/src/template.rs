@@ -7,9 +7,13 @@
 //! `${jwt.CLAIM}` (a claim of the verified JWT), `${env.NAME}` (read once, at load time).
 //! With the `jsonpath` language
 //! ([`Template::parse_jsonpath`]) every placeholder is an RFC 9535 JSONPath expression on the
-//! message's JSON body: `${$.person.firstName}`.
+//! message's JSON body: `${$.person.firstName}`. `${property.NAME}` (also `${properties['NAME']}`,
+//! with `.FIELD`/`['FIELD']` into a JSON value) reads an exchange property
+//! ([`crate::properties`]). Other placeholders can be supplied by the caller at parse time
+//! ([`Template::parse_with`], [`Template::parse_each`]) as a [`Placeholder`].
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::HeaderName;
 
@@ -24,7 +28,24 @@ pub struct TemplateScope {
     pub path_params: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// A placeholder compiled outside this module (an XPath expression, an expression of another
+/// language): rendered per request into the output.
+pub trait Placeholder: std::fmt::Debug + Send + Sync {
+    /// Appends the value for `msg` of `ex` to `out` (nothing when there is none).
+    fn render(&self, ex: &Exchange, msg: Message, out: &mut String);
+    /// True when the value is read from the message body (which must then be buffered).
+    fn needs_body(&self) -> bool;
+    /// True when the value is read from the request head.
+    fn reads_request(&self) -> bool {
+        false
+    }
+}
+
+/// Finds a placeholder this module does not know: `None` when the name is not the caller's
+/// either, `Some(Err)` when it is but is malformed.
+pub type PlaceholderFinder<'a> = &'a dyn Fn(&str) -> Option<Result<Arc<dyn Placeholder>, String>>;
+
+#[derive(Debug, Clone)]
 enum Part {
     Lit(String),
     PathParam(usize),
@@ -42,6 +63,88 @@ enum Part {
     Status,
     /// The message body as text.
     Body,
+    /// An exchange property, and the path into its JSON value.
+    Property(String, Vec<String>),
+    /// A placeholder supplied by the caller.
+    Ext(Arc<dyn Placeholder>),
+}
+
+impl PartialEq for Part {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Part::Lit(a), Part::Lit(b)) => a == b,
+            (Part::PathParam(a), Part::PathParam(b)) => a == b,
+            (Part::Header(a), Part::Header(b)) => a == b,
+            (Part::Query(a), Part::Query(b)) => a == b,
+            (Part::JwtClaim(a), Part::JwtClaim(b)) => a == b,
+            (Part::JsonPath(a), Part::JsonPath(b)) => a == b,
+            (Part::Property(a, x), Part::Property(b, y)) => a == b && x == y,
+            (Part::Ext(a), Part::Ext(b)) => Arc::ptr_eq(a, b),
+            (a, b) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+                    && matches!(
+                        a,
+                        Part::Method
+                            | Part::ClientIp
+                            | Part::ClientCertSubject
+                            | Part::ConsumerName
+                            | Part::Path
+                            | Part::Status
+                            | Part::Body
+                    )
+            }
+        }
+    }
+}
+
+/// `property.a.b`, `properties['a']['b']`, `property.a.get("b")` → ("a", ["b"]).
+fn property_path(name: &str) -> Option<Result<(String, Vec<String>), String>> {
+    let rest = name
+        .strip_prefix("properties")
+        .or_else(|| name.strip_prefix("property"))?;
+    if !(rest.starts_with('.') || rest.starts_with('[')) {
+        return None;
+    }
+    let mut segs = Vec::new();
+    let mut r = rest;
+    while !r.is_empty() {
+        if let Some(after) = r.strip_prefix(".get(") {
+            let Some(end) = after.find(')') else {
+                return Some(Err(format!("`${{{name}}}`: unclosed `get(`")));
+            };
+            segs.push(after[..end].trim().trim_matches(['\'', '"']).to_owned());
+            r = &after[end + 1..];
+        } else if let Some(after) = r.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let seg = &after[..end];
+            if seg.is_empty()
+                || !seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Some(Err(format!(
+                    "`${{{name}}}`: a property is read as `property.NAME`, `property['NAME']`, and `.FIELD` or `['FIELD']` into its value"
+                )));
+            }
+            segs.push(seg.to_owned());
+            r = &after[end..];
+        } else if let Some(after) = r.strip_prefix('[') {
+            let Some(end) = after.find(']') else {
+                return Some(Err(format!("`${{{name}}}`: unclosed `[`")));
+            };
+            segs.push(after[..end].trim().trim_matches(['\'', '"']).to_owned());
+            r = &after[end + 1..];
+        } else {
+            return Some(Err(format!(
+                "`${{{name}}}`: a property is read as `property.NAME`, `property['NAME']`, and `.FIELD` or `['FIELD']` into its value"
+            )));
+        }
+    }
+    if segs.is_empty() {
+        return Some(Err(format!("`${{{name}}}`: missing property name")));
+    }
+    let first = segs.remove(0);
+    Some(Ok((first, segs)))
 }
 
 /// A compiled template.
@@ -53,6 +156,15 @@ pub struct Template {
 impl Template {
     /// Parses `src`; fails with a message naming the unknown or malformed placeholder.
     pub fn parse(src: &str, scope: &TemplateScope) -> Result<Self, String> {
+        Self::parse_with(src, scope, &|_| None)
+    }
+
+    /// Parses `src`, asking `find` for the placeholders this module does not know.
+    pub fn parse_with(
+        src: &str,
+        scope: &TemplateScope,
+        find: PlaceholderFinder<'_>,
+    ) -> Result<Self, String> {
         let mut parts = Vec::new();
         let mut rest = src;
         while let Some(start) = rest.find("${") {
@@ -63,7 +175,15 @@ impl Template {
             let end = after
                 .find('}')
                 .ok_or_else(|| format!("unclosed `${{` in `{src}`"))?;
-            parts.push(Self::placeholder(after[..end].trim(), scope)?);
+            let name = after[..end].trim();
+            let part = match Self::placeholder(name, scope) {
+                Ok(p) => p,
+                Err(e) => match find(name) {
+                    Some(found) => Part::Ext(found?),
+                    None => return Err(e),
+                },
+            };
+            parts.push(part);
             rest = &after[end + 1..];
         }
         if !rest.is_empty() {
@@ -83,6 +203,23 @@ impl Template {
 
     /// Parses `src` whose placeholders are JSONPath expressions (`${$.a.b}`), compiled now.
     pub fn parse_jsonpath(src: &str) -> Result<Self, String> {
+        Self::parse_placeholders(src, &|e| {
+            JsonPathExpr::parse(e).map(|p| Part::JsonPath(Box::new(p)))
+        })
+    }
+
+    /// Parses `src` whose every placeholder is compiled by `compile` (an XPath expression, …).
+    pub fn parse_each(
+        src: &str,
+        compile: &dyn Fn(&str) -> Result<Arc<dyn Placeholder>, String>,
+    ) -> Result<Self, String> {
+        Self::parse_placeholders(src, &|e| compile(e).map(Part::Ext))
+    }
+
+    fn parse_placeholders(
+        src: &str,
+        compile: &dyn Fn(&str) -> Result<Part, String>,
+    ) -> Result<Self, String> {
         let mut parts = Vec::new();
         let mut rest = src;
         while let Some(start) = rest.find("${") {
@@ -108,9 +245,7 @@ impl Template {
                 })
                 .map(|(i, _)| i)
                 .ok_or_else(|| format!("unclosed `${{` in `{src}`"))?;
-            parts.push(Part::JsonPath(Box::new(JsonPathExpr::parse(
-                &after[..end],
-            )?)));
+            parts.push(compile(&after[..end])?);
             rest = &after[end + 1..];
         }
         if !rest.is_empty() {
@@ -122,25 +257,32 @@ impl Template {
     /// True when rendering reads the message body (JSONPath placeholders): the body must then
     /// be buffered, and [`Template::prepare`] called before rendering.
     pub fn needs_body(&self) -> bool {
-        self.parts
-            .iter()
-            .any(|p| matches!(p, Part::JsonPath(_) | Part::Body))
+        self.parts.iter().any(|p| match p {
+            Part::JsonPath(_) | Part::Body => true,
+            Part::Ext(e) => e.needs_body(),
+            _ => false,
+        })
     }
 
     /// True when rendering reads the request head (headers, query, method, path parameters,
     /// client): JSONPath placeholders and literal text do not.
     pub fn reads_request(&self) -> bool {
-        self.parts.iter().any(|p| {
-            !matches!(
+        self.parts.iter().any(|p| match p {
+            Part::Ext(e) => e.reads_request(),
+            p => !matches!(
                 p,
-                Part::Lit(_) | Part::JsonPath(_) | Part::Body | Part::Status
-            )
+                Part::Lit(_) | Part::JsonPath(_) | Part::Body | Part::Status | Part::Property(..)
+            ),
         })
     }
 
     /// Parses the body of `msg` as JSON if the template reads it and nobody parsed it yet.
     pub fn prepare(&self, ex: &mut Exchange, msg: Message) {
-        if self.needs_body() {
+        if self
+            .parts
+            .iter()
+            .any(|p| matches!(p, Part::JsonPath(_) | Part::Body))
+        {
             let _ = match msg {
                 Message::Request => json::request_json(ex),
                 Message::Response => json::response_json(ex),
@@ -184,10 +326,9 @@ impl Template {
         {
             return JsonPathExpr::parse(p).map(|e| Part::JsonPath(Box::new(e)));
         }
-        if name.starts_with("property.") || name.starts_with("properties") {
-            return Err(format!(
-                "`${{{name}}}`: exchange properties (Membrane's `setProperty`) are not supported; use headers (`setHeader`, `${{header.X}}`)"
-            ));
+        if let Some(p) = property_path(name) {
+            let (first, rest) = p?;
+            return Ok(Part::Property(first, rest));
         }
         if name == "client.ip" {
             return Ok(Part::ClientIp);
@@ -242,7 +383,7 @@ impl Template {
             return Ok(Part::Query(q.to_owned()));
         }
         Err(format!(
-            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{path}}, ${{statusCode}}, ${{body}}, ${{json.FIELD}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{env.NAME}})"
+            "unknown template `${{{name}}}` (known: ${{path.NAME}}, ${{header.NAME}}, ${{query.NAME}}, ${{method}}, ${{path}}, ${{statusCode}}, ${{body}}, ${{json.FIELD}}, ${{client.ip}}, ${{client.certSubject}}, ${{consumer.name}}, ${{jwt.CLAIM}}, ${{property.NAME}}, ${{env.NAME}})"
         ))
     }
 
@@ -368,6 +509,30 @@ impl Template {
                         put(out, &String::from_utf8_lossy(b));
                     }
                 }
+                Part::Property(name, path) => {
+                    if let Some(v) = crate::properties::property(ex, name) {
+                        let mut at = Some(&*v);
+                        for seg in path {
+                            at = at.and_then(|v| match v {
+                                serde_json::Value::Object(o) => o.get(seg),
+                                serde_json::Value::Array(a) => {
+                                    seg.parse::<usize>().ok().and_then(|i| a.get(i))
+                                }
+                                _ => None,
+                            });
+                        }
+                        if let Some(v) = at {
+                            let mut s = String::new();
+                            crate::properties::value_text(v, &mut s);
+                            put(out, &s);
+                        }
+                    }
+                }
+                Part::Ext(e) => {
+                    let mut s = String::new();
+                    e.render(ex, msg, &mut s);
+                    put(out, &s);
+                }
             }
         }
     }
@@ -377,6 +542,40 @@ impl Template {
 mod tests {
     use super::*;
     use crate::exchange::tests::exchange;
+
+    #[test]
+    fn properties_and_found_placeholders() {
+        #[derive(Debug)]
+        struct Shout;
+        impl Placeholder for Shout {
+            fn render(&self, ex: &Exchange, _: Message, out: &mut String) {
+                out.push_str(&ex.request.method.as_str().to_uppercase());
+                out.push('!');
+            }
+            fn needs_body(&self) -> bool {
+                false
+            }
+        }
+        let find =
+            |name: &str| (name == "shout()").then(|| Ok(Arc::new(Shout) as Arc<dyn Placeholder>));
+        let t = Template::parse_with(
+            "${property.a}|${properties['b']['c']}|${property.b.get(\"c\")}|${property.b.d.1}|${shout()}|${property.none}",
+            &TemplateScope::default(),
+            &find,
+        )
+        .unwrap();
+        let mut ex = exchange("GET", "/", &[]);
+        crate::properties::set_property(&mut ex, "a", "x".into());
+        crate::properties::set_property(&mut ex, "b", serde_json::json!({"c": 3, "d": [0, "y"]}));
+        assert_eq!(t.render(&ex), "x|3|3|y|GET!|");
+        assert!(Template::parse("${shout()}", &TemplateScope::default()).is_err());
+        assert!(Template::parse("${property.a b}", &TemplateScope::default()).is_err());
+        let each = Template::parse_each("<${a}${b}>", &|_| {
+            Ok(Arc::new(Shout) as Arc<dyn Placeholder>)
+        })
+        .unwrap();
+        assert_eq!(each.render(&ex), "<GET!GET!>");
+    }
 
     #[test]
     fn renders_every_placeholder() {

@@ -203,6 +203,7 @@ pub fn answers_itself(flow: &[PolicyConfig]) -> bool {
                 && entries.iter().all(|e| {
                     e.get("flow")
                         .or_else(|| e.get("otherwise"))
+                        .or_else(|| e.get("case").and_then(|c| c.get("flow")))
                         .cloned()
                         .and_then(|f| parse_all::<Vec<PolicyConfig>>(f).ok())
                         .is_some_and(|f| answers_itself(&f))

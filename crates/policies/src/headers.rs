@@ -24,8 +24,9 @@ pub struct SetHeaderSettings {
     /// Only set the header when the message does not have it yet.
     #[serde(default)]
     pub if_absent: Flag,
-    /// The language of the value's `${...}` placeholders: absent for the built-in templates,
-    /// `jsonpath` for RFC 9535 JSONPath on the JSON body (`${$.person.firstName}`).
+    /// The language of the value's `${...}` placeholders: absent (or `spel`) for the built-in
+    /// templates, `jsonpath` for RFC 9535 JSONPath on the JSON body (`${$.person.firstName}`),
+    /// `xpath` for XPath 1.0 on the XML body (`${//country}`).
     #[serde(default)]
     pub language: Option<ExpressionLanguage>,
 }
@@ -56,10 +57,7 @@ impl ValueTemplate {
         ctx: &CompileContext<'_>,
         language: Option<ExpressionLanguage>,
     ) -> Result<Self, String> {
-        let t = match language {
-            None => Template::parse(src, ctx.scope)?,
-            Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(src)?,
-        };
+        let t = crate::language::compile_template(src, language, ctx)?;
         Ok(match t.as_literal() {
             Some(l) => ValueTemplate::Literal(
                 HeaderValue::from_str(l)

@@ -1,12 +1,107 @@
-//! The expression languages a template's `${...}` placeholders can be written in.
+//! The expression languages a template's `${...}` placeholders can be written in, and the
+//! compilation of a template in one of them.
+
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_core::jsonpath::Message;
+use turnpike_core::template::Placeholder;
+use turnpike_core::{CompileContext, Exchange, Template};
+use turnpike_soap::xpath::XPath;
 
 /// The language of the `${...}` placeholders of a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 pub enum ExpressionLanguage {
+    /// Membrane's default: the built-in placeholders (`${header.X}`, `${property.NAME}`, …) and
+    /// `${xpath('…')}` / `${jsonPath('…')}` on the body.
+    #[serde(rename = "spel", alias = "SpEL", alias = "SPEL")]
+    Spel,
     /// RFC 9535 JSONPath evaluated on the JSON body of the message: `${$.person.firstName}`.
-    #[serde(rename = "jsonpath")]
+    #[serde(rename = "jsonpath", alias = "JSONPath", alias = "jsonPath")]
     JsonPath,
+    /// XPath 1.0 evaluated on the XML body of the message: `${//country}` (its string value).
+    #[serde(rename = "xpath", alias = "XPath")]
+    XPath,
+}
+
+/// An XPath placeholder: the string value of the expression on the message's body.
+#[derive(Debug)]
+pub struct XPathPart(pub XPath);
+
+impl Placeholder for XPathPart {
+    fn render(&self, ex: &Exchange, msg: Message, out: &mut String) {
+        let body = match msg {
+            Message::Request => ex.request_bytes(),
+            Message::Response => ex.response_bytes(),
+        };
+        if let Some(v) = body.and_then(|b| self.0.string(b)) {
+            out.push_str(&v);
+        }
+    }
+
+    fn needs_body(&self) -> bool {
+        true
+    }
+}
+
+/// `xpath('…')` in a built-in template: the XPath placeholder it stands for.
+fn xpath_call(name: &str) -> Option<Result<Arc<dyn Placeholder>, String>> {
+    let inner = name.strip_prefix("xpath(")?.strip_suffix(')')?.trim();
+    let quoted = inner
+        .strip_prefix('\'')
+        .and_then(|r| r.strip_suffix('\''))
+        .or_else(|| inner.strip_prefix('"').and_then(|r| r.strip_suffix('"')));
+    Some(match quoted {
+        Some(expr) => XPath::compile(expr, &[])
+            .map(|x| Arc::new(XPathPart(x)) as Arc<dyn Placeholder>)
+            .map_err(|e| format!("`${{{name}}}`: {e}")),
+        None => Err(format!(
+            "`${{{name}}}`: the XPath expression must be a quoted string"
+        )),
+    })
+}
+
+/// Compiles the template `src` with the placeholders of `language` (the built-in ones when
+/// `None`).
+pub fn compile_template(
+    src: &str,
+    language: Option<ExpressionLanguage>,
+    ctx: &CompileContext<'_>,
+) -> Result<Template, String> {
+    match language {
+        None | Some(ExpressionLanguage::Spel) => Template::parse_with(src, ctx.scope, &xpath_call),
+        Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(src),
+        Some(ExpressionLanguage::XPath) => Template::parse_each(src, &|e| {
+            XPath::compile(e, &[]).map(|x| Arc::new(XPathPart(x)) as Arc<dyn Placeholder>)
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{exchange, plain};
+
+    #[test]
+    fn each_language_reads_its_placeholders() {
+        let ctx = plain();
+        let body = "<a><country>Germany</country></a>";
+        let ex = exchange("POST", "/", &[("x-a", "b")], body);
+        let t = compile_template("${header.x-a} ${xpath('//country')}", None, &ctx).unwrap();
+        assert!(t.needs_body());
+        assert_eq!(t.render(&ex), "b Germany");
+        let t = compile_template("${//country}!", Some(ExpressionLanguage::XPath), &ctx).unwrap();
+        assert_eq!(t.render(&ex), "Germany!");
+        let ex = exchange("POST", "/", &[], r#"{"city":"Bonn"}"#);
+        let mut ex = ex;
+        let t =
+            compile_template("City: ${$.city}", Some(ExpressionLanguage::JsonPath), &ctx).unwrap();
+        t.prepare(&mut ex, Message::Request);
+        assert_eq!(t.render(&ex), "City: Bonn");
+        assert!(compile_template("${xpath(//x)}", None, &ctx).is_err());
+        assert!(compile_template("${//[}", Some(ExpressionLanguage::XPath), &ctx).is_err());
+        let l: ExpressionLanguage = serde_json::from_str("\"SpEL\"").unwrap();
+        assert_eq!(l, ExpressionLanguage::Spel);
+    }
 }

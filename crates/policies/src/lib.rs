@@ -28,6 +28,7 @@ pub mod registry;
 mod respond;
 pub mod rewriter;
 pub mod set_body;
+pub mod set_property;
 mod settings_errors;
 pub mod size_limit;
 pub mod soap_body;

@@ -53,6 +53,10 @@ pub struct LogSettings {
     /// Membrane's logger name; shown as the line's `category`.
     #[serde(default)]
     pub category: Option<String>,
+    /// The language of the message's placeholders: absent (or `spel`) for the built-in
+    /// templates, `jsonpath` or `xpath` for expressions on the body.
+    #[serde(default)]
+    pub language: Option<crate::language::ExpressionLanguage>,
 }
 
 /// The compiled `log` policy.
@@ -73,7 +77,7 @@ impl PolicyFactory for Log {
         let message = c
             .message
             .as_deref()
-            .map(|m| Template::parse(m.trim_end(), ctx.scope))
+            .map(|m| crate::language::compile_template(m.trim_end(), c.language, ctx))
             .transpose()
             .map_err(|m| err("message", m))?;
         Ok(Log {

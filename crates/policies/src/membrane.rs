@@ -6,7 +6,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("groovy", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
     ("javascript", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
     ("spel", "SpEL cannot run in Turnpike: use `if`/`choose` conditions (CEL) or templates"),
-    ("setProperty", "exchange properties do not exist in Turnpike: carry values in headers (`setHeader`)"),
     ("adminConsole", "the web console is served at `/console` on the admin listener (`admin: { listen: … }`)"),
     ("openTelemetry", "configure tracing in a `telemetry:` document (`telemetry.tracing`)"),
     ("accessLog", "configure the access log in `gateway.accessLog`"),

@@ -31,6 +31,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::header_filter::HeaderFilter>(),
     PolicyKind::of::<crate::soap_body::SoapBody>(),
     PolicyKind::of::<crate::throttle::Throttle>(),
+    PolicyKind::of::<crate::set_property::SetProperty>(),
 ];
 
 /// The policy named `name` in YAML.
@@ -89,7 +90,7 @@ pub fn json_schema() -> serde_json::Value {
         "properties": { "if": {
             "description": "Runs `flow` when the CEL expression `test` holds, else the `else` flow.",
             "type": "object",
-            "properties": { "test": { "type": "string" }, "flow": flow, "else": flow },
+            "properties": { "test": { "type": "string" }, "language": { "type": "string" }, "flow": flow, "else": flow },
             "required": ["test"],
             "additionalProperties": false
         }},
@@ -104,8 +105,19 @@ pub fn json_schema() -> serde_json::Value {
             "items": { "oneOf": [
                 {
                     "type": "object",
-                    "properties": { "when": { "type": "string" }, "flow": flow },
+                    "properties": { "when": { "type": "string" }, "language": { "type": "string" }, "flow": flow },
                     "required": ["when"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": { "case": {
+                        "type": "object",
+                        "properties": { "test": { "type": "string" }, "language": { "type": "string" }, "flow": flow },
+                        "required": ["test"],
+                        "additionalProperties": false
+                    }},
+                    "required": ["case"],
                     "additionalProperties": false
                 },
                 {

@@ -4,8 +4,8 @@
 use http::HeaderValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_core::PolicyFactory;
 use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy};
-use turnpike_core::{PolicyFactory, Template};
 
 use crate::err;
 use crate::static_body::Static;
@@ -19,6 +19,10 @@ pub struct SetBodySettings {
     /// `Content-Type` of the body (default `text/plain; charset=utf-8`).
     #[serde(default)]
     pub content_type: Option<String>,
+    /// The language of the value's placeholders: absent (or `spel`) for the built-in
+    /// templates, `jsonpath` or `xpath` for expressions on the body.
+    #[serde(default)]
+    pub language: Option<crate::language::ExpressionLanguage>,
 }
 
 /// The compiled `setBody` policy.
@@ -32,7 +36,8 @@ impl PolicyFactory for SetBody {
     fn compile(c: SetBodySettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
         Ok(SetBody(Static {
             name: "setBody",
-            src: Template::parse(&c.value, ctx.scope).map_err(|m| err("value", m))?,
+            src: crate::language::compile_template(&c.value, c.language, ctx)
+                .map_err(|m| err("value", m))?,
             content_type: match &c.content_type {
                 Some(ct) => HeaderValue::from_str(ct)
                     .map_err(|_| err("contentType", "not a valid header value"))?,

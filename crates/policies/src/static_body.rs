@@ -49,7 +49,7 @@ impl PolicyFactory for Static {
             name: "static",
             pretty: c.pretty.0,
             envelope: None,
-            src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
+            src: crate::language::compile_template(&c.src, None, ctx).map_err(|m| err("src", m))?,
             content_type: match &c.content_type {
                 Some(ct) => HeaderValue::from_str(ct)
                     .map_err(|_| err("contentType", "not a valid header value"))?,

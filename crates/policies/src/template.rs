@@ -1,14 +1,14 @@
 //! `template`: Membrane's body template. Sets the body of the message in the phase it runs in
 //! (as [`static`](crate::static_body) does) from a template written inline (`src`) or in a file
 //! (`location`), with Membrane's placeholders (`${path}`, `${header['X']}`, `${params.q}`,
-//! `${json.name}`, `${statusCode}`, …); `pretty` re-indents a JSON result. Groovy code
-//! (`<% … %>`) and exchange properties cannot run here: both are load errors.
+//! `${json.name}`, `${statusCode}`, `${property.NAME}`, `${xpath('//x')}`, …); `pretty`
+//! re-indents a JSON result. Groovy code (`<% … %>`) cannot run here: it is a load error.
 
 use http::HeaderValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
-use turnpike_core::{BodyNeed, Template};
+use turnpike_core::BodyNeed;
 use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory};
 
 use crate::err;
@@ -60,7 +60,7 @@ impl PolicyFactory for BodyTemplate {
                 "Groovy template code (`<% … %>`) cannot run here: use `${…}` placeholders, or a `python` policy",
             ));
         }
-        let src = Template::parse(&text, ctx.scope).map_err(|m| err(key, m))?;
+        let src = crate::language::compile_template(&text, None, ctx).map_err(|m| err(key, m))?;
         let content_type = match &c.content_type {
             Some(ct) => HeaderValue::from_str(ct)
                 .map_err(|_| err("contentType", "not a valid header value"))?,
@@ -140,8 +140,6 @@ mod tests {
     fn groovy_properties_and_bad_shapes_are_load_errors() {
         let e = compile(serde_json::json!({ "src": "<% if (x) { %>a<% } %>" })).unwrap_err();
         assert!(e.message.contains("Groovy"), "{e:?}");
-        let e = compile(serde_json::json!({ "src": "${property.city}" })).unwrap_err();
-        assert!(e.message.contains("setProperty"), "{e:?}");
         let e = compile(serde_json::json!({})).unwrap_err();
         assert!(e.message.contains("exactly one"), "{e:?}");
         let e = compile(serde_json::json!({ "location": "/nonexistent/t.txt" })).unwrap_err();

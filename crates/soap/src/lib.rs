@@ -18,6 +18,7 @@ pub mod validator;
 pub mod wsdl;
 pub mod wsdl2openapi;
 pub mod xml;
+pub mod xpath;
 pub mod xsd;
 
 pub use fault::{fault_response, problem_to_fault, FaultCode};

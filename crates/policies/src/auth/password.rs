@@ -1,5 +1,6 @@
-//! Password verification: plain text compared in constant time, or crypt hashes (bcrypt,
-//! SHA-256-crypt, SHA-512-crypt, `{SHA}`) verified once and then cached.
+//! Password verification: plain text compared in constant time, or hashes (bcrypt,
+//! SHA-256-crypt, SHA-512-crypt, Argon2 in its PHC string form, `{SHA}`) verified once and then
+//! cached.
 //!
 //! The cache keeps, per user, a keyed SHA-256 digest of the last password that verified against
 //! the hash (the key is random per process), so a correct password costs one SHA-256 instead of
@@ -17,10 +18,12 @@ use super::ct_eq;
 pub enum PasswordCheck {
     /// A plain-text password (its SHA-256, compared in constant time).
     Plain([u8; 32]),
-    /// A crypt hash, with the digest of the last password that verified.
+    /// A crypt or Argon2 hash, with the digest of the last password that verified.
     Hashed {
         /// The hash as configured.
         hash: String,
+        /// `$argon2…$` (PHC string) rather than a crypt hash.
+        argon2: bool,
         /// Keyed digest of the last verified password.
         verified: Mutex<Option<[u8; 32]>>,
     },
@@ -61,15 +64,23 @@ impl PasswordCheck {
             return Ok(PasswordCheck::Sha1(arr));
         }
         if configured.starts_with('$') {
+            let argon2 = ["$argon2id$", "$argon2i$", "$argon2d$"]
+                .iter()
+                .any(|p| configured.starts_with(p));
+            if argon2 {
+                argon2::PasswordHash::new(configured)
+                    .map_err(|e| format!("the Argon2 password hash is malformed: {e}"))?;
+            }
             let supported = ["$2a$", "$2b$", "$2y$", "$5$", "$6$"];
-            if !supported.iter().any(|p| configured.starts_with(p)) {
+            if !argon2 && !supported.iter().any(|p| configured.starts_with(p)) {
                 return Err(format!(
-                    "unsupported password hash `{}…` (use bcrypt $2y$, SHA-crypt $5$/$6$, or plain text)",
+                    "unsupported password hash `{}…` (use bcrypt $2y$, SHA-crypt $5$/$6$, Argon2 $argon2id$, or plain text)",
                     configured.get(..4).unwrap_or(configured)
                 ));
             }
             return Ok(PasswordCheck::Hashed {
                 hash: configured.to_owned(),
+                argon2,
                 verified: Mutex::new(None),
             });
         }
@@ -89,14 +100,22 @@ impl PasswordCheck {
                 let d: [u8; 20] = sha1::Sha1::digest(given.as_bytes()).into();
                 ct_eq(&d, expected)
             }
-            PasswordCheck::Hashed { hash, verified } => {
+            PasswordCheck::Hashed {
+                hash,
+                argon2,
+                verified,
+            } => {
                 let digest = keyed(given.as_bytes());
                 if let Ok(cached) = verified.lock() {
                     if cached.is_some_and(|c| ct_eq(&c, &digest)) {
                         return true;
                     }
                 }
-                let ok = pwhash::unix::verify(given, hash);
+                let ok = if *argon2 {
+                    verify_argon2(given, hash)
+                } else {
+                    pwhash::unix::verify(given, hash)
+                };
                 if ok {
                     if let Ok(mut cached) = verified.lock() {
                         *cached = Some(digest);
@@ -106,6 +125,17 @@ impl PasswordCheck {
             }
         }
     }
+}
+
+/// Verifies `given` against an Argon2 PHC string (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`), with
+/// the variant, version and cost the string names.
+fn verify_argon2(given: &str, hash: &str) -> bool {
+    use argon2::PasswordVerifier;
+    argon2::PasswordHash::new(hash).is_ok_and(|parsed| {
+        argon2::Argon2::default()
+            .verify_password(given.as_bytes(), &parsed)
+            .is_ok()
+    })
 }
 
 #[cfg(test)]
@@ -131,5 +161,11 @@ mod tests {
         assert!(sha1.verify("password"));
         assert!(!sha1.verify("Password"));
         assert!(PasswordCheck::new("$1$abc$def").is_err());
+        // Membrane's tutorial hash of "abc123" (Argon2id, v19, 64 MiB, 3 rounds).
+        let argon = PasswordCheck::new("$argon2id$v=19$m=65536,t=3,p=1$gJkRz2WT5QcamKhhhKTH0Q$RuP5LUCTiEiO4W4dwrJqgpd+Phrk77n1QcdjIcB2zas").unwrap();
+        assert!(argon.verify("abc123"));
+        assert!(argon.verify("abc123"), "second check comes from the cache");
+        assert!(!argon.verify("abc124"));
+        assert!(PasswordCheck::new("$argon2id$v=19$broken").is_err());
     }
 }

@@ -78,7 +78,7 @@ fn var_ty(v: Var) -> Ty {
             Ty::Map(Box::new(Ty::Str))
         }
         Var::ConsumerGroups => Ty::List(Box::new(Ty::Str)),
-        Var::Jwt => Ty::Map(Box::new(Ty::Dyn)),
+        Var::Jwt | Var::Properties => Ty::Map(Box::new(Ty::Dyn)),
         Var::ResponseStatus => Ty::Int,
     }
 }
@@ -314,6 +314,7 @@ fn ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "jwt" => (Node::Var(Var::Jwt), var_ty(Var::Jwt)),
         "path" => (Node::Var(Var::PathParams), var_ty(Var::PathParams)),
         "env" => (Node::Var(Var::Env), var_ty(Var::Env)),
+        "property" | "properties" => (Node::Var(Var::Properties), var_ty(Var::Properties)),
         other => {
             return fail(
                 e,
@@ -332,17 +333,12 @@ fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "header" | "headers" => Var::Headers,
         "params" | "param" => Var::Query,
         "pathParam" => Var::PathParams,
-        "property" | "properties" => {
-            return fail(
-                e,
-                "exchange properties (Membrane's `setProperty`) are not supported; test headers instead",
-            )
-        }
+        "property" | "properties" => Var::Properties,
         other => {
             return fail(
                 e,
                 format!(
-                    "`{other}` is not supported in Membrane's expressions here (method, path, statusCode, header, params, pathParam are)"
+                    "`{other}` is not supported in Membrane's expressions here (method, path, statusCode, header, params, pathParam, property are)"
                 ),
             )
         }
@@ -593,6 +589,25 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "double" if !member => (Func::Double, 1, None, Ty::Double),
         "string" if !member => (Func::String, 1, None, Ty::Str),
         "has" => return fail(e, "has() takes a field selection, as in has(jwt.email)"),
+        "isXML" | "isJSON" => {
+            use super::eval::Which;
+            let which = match c.target.as_deref().map(|t| &t.expr) {
+                None if c.args.is_empty() => Which::Current,
+                Some(Expr::Ident(n)) if c.args.is_empty() && n.as_str() == "request" => {
+                    Which::Request
+                }
+                Some(Expr::Ident(n)) if c.args.is_empty() && n.as_str() == "response" => {
+                    Which::Response
+                }
+                _ => return fail(e, format!("`{name}()` takes no argument (or is called on `request` or `response`)")),
+            };
+            let node = if name == "isXML" {
+                Node::IsXml(which)
+            } else {
+                Node::IsJson(which)
+            };
+            return Ok((node, Ty::Bool));
+        }
         "hasScope" if !member => {
             let [s] = args.as_slice() else {
                 return fail(e, "`hasScope` takes one scope");
@@ -606,7 +621,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope, isXML, isJSON)"
                 ),
             )
         }

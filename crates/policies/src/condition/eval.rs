@@ -39,6 +39,8 @@ pub(crate) enum Var {
     ResponseHeaders,
     PathParams,
     Env,
+    /// Membrane's exchange properties (`property.NAME`).
+    Properties,
 }
 
 /// A comparison.
@@ -97,13 +99,109 @@ pub(crate) enum Node {
     Matches(Box<Node>, regex::Regex),
     /// `hasScope('x')`: the credentials grant scope `x`.
     HasScope(Box<str>),
+    /// `isXML()` / `isJSON()`: the current message's `Content-Type` (the response's once there
+    /// is one) says XML / JSON.
+    IsXml(Which),
+    IsJson(Which),
+    /// A test written in XPath (`language: xpath`): the boolean value of the expression on
+    /// the current message's body.
+    XPath(Box<turnpike_soap::xpath::XPath>),
+    /// A test written in JSONPath (`language: jsonpath`): true when it selects something that
+    /// is not `false` or `null` on the current message's JSON body.
+    JsonPath(Box<turnpike_core::jsonpath::JsonPathExpr>),
+}
+
+impl Node {
+    /// True when evaluating depends on which message is current (the body or content type).
+    pub(crate) fn reads_message(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |n| {
+            found |= matches!(
+                n,
+                Node::IsXml(Which::Current)
+                    | Node::IsJson(Which::Current)
+                    | Node::XPath(_)
+                    | Node::JsonPath(_)
+            )
+        });
+        found
+    }
+
+    fn visit(&self, f: &mut dyn FnMut(&Node)) {
+        f(self);
+        match self {
+            Node::Index(a, b)
+            | Node::And(a, b)
+            | Node::Or(a, b)
+            | Node::Eq(a, b, _)
+            | Node::Cmp(_, a, b)
+            | Node::Arith(_, a, b)
+            | Node::In(a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Node::Field(a, _)
+            | Node::Has(a, _)
+            | Node::Not(a)
+            | Node::Neg(a)
+            | Node::Matches(a, _) => a.visit(f),
+            Node::Cond(a, b, c) => {
+                a.visit(f);
+                b.visit(f);
+                c.visit(f);
+            }
+            Node::List(items) | Node::Call(_, items) => items.iter().for_each(|i| i.visit(f)),
+            _ => {}
+        }
+    }
+}
+
+/// Which message a function reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
+    /// The response once there is one, else the request.
+    Current,
+    Request,
+    Response,
+}
+
+/// The body of the current message: the response's once there is one.
+fn current_body(ex: &Exchange) -> Option<&bytes::Bytes> {
+    match &ex.response {
+        Some(_) => ex.response_bytes(),
+        None => ex.request_bytes(),
+    }
+}
+
+/// The `Content-Type` of a message, lower case, without parameters ("" when there is none).
+fn content_type(ex: &Exchange, which: Which) -> String {
+    let h = match (&ex.response, which) {
+        (_, Which::Request) | (None, Which::Current) => &ex.request.headers,
+        (Some(r), _) => r.headers(),
+        (None, Which::Response) => return String::new(),
+    };
+    h.get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
 }
 
 impl Node {
     /// Calls `f` on every variable the expression reads.
     pub(crate) fn visit_vars(&self, f: &mut dyn FnMut(Var)) {
         match self {
-            Node::Lit(_) | Node::HasScope(_) => {}
+            Node::Lit(_)
+            | Node::HasScope(_)
+            | Node::IsXml(_)
+            | Node::IsJson(_)
+            | Node::XPath(_)
+            | Node::JsonPath(_) => {}
             Node::Var(v) => f(*v),
             Node::Field(a, _) | Node::Has(a, _) | Node::Not(a) | Node::Neg(a) => a.visit_vars(f),
             Node::Matches(a, _) => a.visit_vars(f),
@@ -178,6 +276,8 @@ pub(crate) enum M<'a> {
     PathParams(&'a Exchange, &'a [String]),
     Env(&'a HashMap<String, String>),
     Json(&'a serde_json::Map<String, serde_json::Value>),
+    /// The exchange's properties (`jwt`: the verified claims, unless set otherwise).
+    Properties(&'a Exchange),
 }
 
 impl<'a> L<'a> {
@@ -214,6 +314,20 @@ impl<'a> M<'a> {
                 .map(|i| V::Str(Cow::Borrowed(ex.param(i)))),
             M::Env(e) => e.get(key).map(|v| V::Str(Cow::Borrowed(v.as_str()))),
             M::Json(o) => o.get(key).map(json),
+            M::Properties(ex) => {
+                let set = ex
+                    .extensions
+                    .get::<turnpike_core::properties::Properties>()
+                    .and_then(|p| p.get(key));
+                match set {
+                    Some(v) => Some(json(v)),
+                    None if key == "jwt" => ex
+                        .identity()
+                        .and_then(|i| i.claims.as_deref())
+                        .map(|c| V::Map(M::Json(c))),
+                    None => None,
+                }
+            }
         }
     }
 
@@ -228,6 +342,10 @@ impl<'a> M<'a> {
             M::PathParams(_, names) => names.len(),
             M::Env(e) => e.len(),
             M::Json(o) => o.len(),
+            M::Properties(ex) => ex
+                .extensions
+                .get::<turnpike_core::properties::Properties>()
+                .map_or(0, |p| p.names().count()),
         }
     }
 }
@@ -324,6 +442,7 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         },
         Var::PathParams => Ok(V::Map(M::PathParams(ex, &scope.path_params))),
         Var::Env => Ok(V::Map(M::Env(&scope.env))),
+        Var::Properties => Ok(V::Map(M::Properties(ex))),
     }
 }
 
@@ -436,6 +555,27 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
             ex.identity()
                 .is_some_and(|i| i.scopes.iter().any(|s| **s == **want)),
         )),
+        Node::IsXml(which) => {
+            let t = content_type(ex, *which);
+            Ok(V::Bool(t.ends_with("/xml") || t.ends_with("+xml")))
+        }
+        Node::IsJson(which) => {
+            let t = content_type(ex, *which);
+            Ok(V::Bool(t.ends_with("/json") || t.ends_with("+json")))
+        }
+        Node::XPath(x) => Ok(V::Bool(current_body(ex).is_some_and(|b| x.boolean(b)))),
+        Node::JsonPath(p) => {
+            let Some(v) = current_body(ex).and_then(|b| serde_json::from_slice(b).ok()) else {
+                return Ok(V::Bool(false));
+            };
+            let nodes = p.select(&v);
+            Ok(V::Bool(match nodes.as_slice() {
+                [] => false,
+                [serde_json::Value::Bool(b)] => *b,
+                [serde_json::Value::Null] => false,
+                _ => true,
+            }))
+        }
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Condition {
     reads_response: bool,
     /// Reads the request head (method, path, query, headers, host, path parameters).
     reads_request: bool,
+    /// Reads the current message's body (XPath and JSONPath tests).
+    reads_body: bool,
 }
 
 impl Condition {
@@ -53,7 +55,52 @@ impl Condition {
         path_params: &[String],
         env: Arc<std::collections::HashMap<String, String>>,
     ) -> Result<Self, ExprError> {
-        match language {
+        Self::compile_test(source, language, &[], path_params, env)
+    }
+
+    /// As [`Condition::compile_with_language`], and also `language: xpath` (the boolean value
+    /// of an XPath 1.0 expression on the current message's body, with the `namespaces`
+    /// prefixes) and `language: jsonpath` (the JSONPath selects something that is not `false` or
+    /// `null` on the JSON body).
+    pub fn compile_test(
+        source: &str,
+        language: Option<&str>,
+        namespaces: &[(String, String)],
+        path_params: &[String],
+        env: Arc<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, ExprError> {
+        let language = language.map(str::to_ascii_lowercase);
+        let body_test = |node: eval::Node| Condition {
+            source: source.into(),
+            node,
+            scope: eval::Scope {
+                path_params: path_params.into(),
+                env: env.clone(),
+                spel: false,
+            },
+            reads_response: true,
+            reads_request: false,
+            reads_body: true,
+        };
+        let at_start = |message: String| ExprError {
+            line: 1,
+            column: 1,
+            message,
+        };
+        match language.as_deref() {
+            Some("xpath") => {
+                return turnpike_soap::xpath::XPath::compile(source, namespaces)
+                    .map(|x| body_test(eval::Node::XPath(Box::new(x))))
+                    .map_err(at_start)
+            }
+            Some("jsonpath") => {
+                return turnpike_core::jsonpath::JsonPathExpr::parse(source.trim())
+                    .map(|p| body_test(eval::Node::JsonPath(Box::new(p))))
+                    .map_err(at_start)
+            }
+            _ => {}
+        }
+        match language.as_deref() {
             Some("cel") => Self::compile_in(source, path_params, env, false),
             Some("spel") => {
                 Self::compile_in(&spel::translate(source), path_params, env, true)
@@ -63,7 +110,7 @@ impl Condition {
                 line: 1,
                 column: 1,
                 message: format!(
-                    "conditions are CEL (or Membrane's SpEL with `language: spel`); `{other}` is not supported"
+                    "conditions are CEL, Membrane's SpEL (`language: spel`), `xpath` or `jsonpath`; `{other}` is not supported"
                 ),
             }),
             None => Self::compile_in(source, path_params, env.clone(), false).or_else(|cel| {
@@ -115,12 +162,15 @@ impl Condition {
             | eval::Var::PathParams => reads_request = true,
             _ => {}
         });
+        // `isXML()` reads whichever message is current: evaluated again for the response.
+        reads_response |= node.reads_message();
         Ok(Condition {
             source: source.into(),
             node,
             scope,
             reads_response,
             reads_request,
+            reads_body: false,
         })
     }
 
@@ -297,12 +347,42 @@ impl Policy for Choose {
     }
 }
 
-#[derive(serde::Deserialize)]
+/// Membrane's `xmlConfig: { namespaces: [ { prefix, uri } ] }`.
+#[derive(serde::Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
+struct XmlConfig {
+    #[serde(default)]
+    namespaces: Vec<Namespace>,
+}
+
+#[derive(serde::Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct Namespace {
+    prefix: String,
+    uri: String,
+}
+
+impl XmlConfig {
+    fn pairs(c: Option<&XmlConfig>) -> Vec<(String, String)> {
+        c.map(|c| {
+            c.namespaces
+                .iter()
+                .map(|n| (n.prefix.clone(), n.uri.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct IfSettings {
     test: String,
     #[serde(default)]
     language: Option<String>,
+    /// Namespace prefixes for an XPath test (Membrane's `xmlConfig`).
+    #[serde(default)]
+    xml_config: Option<XmlConfig>,
     #[serde(default)]
     flow: Vec<PolicyConfig>,
     #[serde(default, rename = "else")]
@@ -310,14 +390,32 @@ struct IfSettings {
 }
 
 #[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct WhenSettings {
     when: Option<String>,
     #[serde(default)]
     language: Option<String>,
+    /// Namespace prefixes for an XPath test (Membrane's `xmlConfig`).
+    #[serde(default)]
+    xml_config: Option<XmlConfig>,
     #[serde(default)]
     flow: Vec<PolicyConfig>,
     otherwise: Option<Vec<PolicyConfig>>,
+    /// Membrane's form of an entry: `case: { test, language, flow }`.
+    case: Option<CaseSettings>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CaseSettings {
+    test: String,
+    #[serde(default)]
+    language: Option<String>,
+    /// Namespace prefixes for an XPath test (Membrane's `xmlConfig`).
+    #[serde(default)]
+    xml_config: Option<XmlConfig>,
+    #[serde(default)]
+    flow: Vec<PolicyConfig>,
 }
 
 /// Compiles the `if:` or `choose:` entry at key `at` of `owner`; `compile` compiles a nested
@@ -333,8 +431,13 @@ pub(crate) fn compile<T>(
     let before = errors.0.len();
     let env = check::environment();
     let params = &ctx.scope.path_params;
-    let test = |source: &str, language: Option<&str>, key: &str, errors: &mut ConfigErrors| {
-        match Condition::compile_with_language(source, language, params, env.clone()) {
+    let test = |source: &str,
+                language: Option<&str>,
+                xml: Option<&XmlConfig>,
+                key: &str,
+                errors: &mut ConfigErrors| {
+        let namespaces = XmlConfig::pairs(xml);
+        match Condition::compile_test(source, language, &namespaces, params, env.clone()) {
             Ok(c) => Some(c),
             Err(e) => {
                 errors.push(expression_error(owner, key, source, &e));
@@ -352,6 +455,7 @@ pub(crate) fn compile<T>(
             let cond = test(
                 &s.test,
                 s.language.as_deref(),
+                s.xml_config.as_ref(),
                 &format!("{at}.test"),
                 errors,
             );
@@ -370,11 +474,31 @@ pub(crate) fn compile<T>(
             let n = list.len();
             for (i, w) in list.iter().enumerate() {
                 let key = format!("{at}[{i}]");
+                if let Some(c) = &w.case {
+                    if w.when.is_some() || w.otherwise.is_some() || !w.flow.is_empty() {
+                        errors.push(owner.error(
+                            &key,
+                            "an entry of `choose` is `case`, `when` or `otherwise`, not several",
+                        ));
+                        continue;
+                    }
+                    let cond = test(
+                        &c.test,
+                        c.language.as_deref().or(w.language.as_deref()),
+                        c.xml_config.as_ref().or(w.xml_config.as_ref()),
+                        &format!("{key}.case.test"),
+                        errors,
+                    );
+                    let chain = compile(&c.flow, &format!("{key}.case.flow"), errors);
+                    branches.push((cond, Arc::new(chain)));
+                    continue;
+                }
                 match (&w.when, &w.otherwise) {
                     (Some(source), None) => {
                         let cond = test(
                             source,
                             w.language.as_deref(),
+                            w.xml_config.as_ref(),
                             &format!("{key}.when"),
                             errors,
                         );
@@ -390,7 +514,7 @@ pub(crate) fn compile<T>(
                     }
                     _ => errors.push(owner.error(
                         &key,
-                        "each entry of `choose` is either `when` with a `flow`, or `otherwise`",
+                        "each entry of `choose` is `when` with a `flow`, `case` (`test`, `flow`), or `otherwise`",
                     )),
                 }
             }
@@ -400,8 +524,12 @@ pub(crate) fn compile<T>(
     if errors.0.len() > before {
         return None;
     }
-    let needs = Needs::of(branches.iter().map(|(_, c)| &**c));
+    let mut needs = Needs::of(branches.iter().map(|(_, c)| &**c));
     let tests = || branches.iter().filter_map(|(c, _)| c.as_ref());
+    if tests().any(|c| c.reads_body) {
+        needs.body = BodyNeed::Buffer;
+        needs.response_body = BodyNeed::Buffer;
+    }
     let response_tests = tests().any(|c| c.reads_response);
     let request_tests = tests().any(|c| c.reads_request);
     Some(Choose {

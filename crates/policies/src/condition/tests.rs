@@ -223,15 +223,63 @@ fn membranes_spel_tests_without_a_language() {
     assert!(c.holds(&ex));
     // CEL stays CEL: `path` is the map of path parameters there.
     assert!(spel("path.id == '42' && request.method == 'GET'").holds(&ex));
-    // Properties, and languages conditions do not speak, are load errors.
-    let e =
-        Condition::compile_with_language("property.city == 'Bonn'", None, &[], env()).unwrap_err();
-    assert!(e.message.contains("unknown variable"), "{e:?}");
-    let e = Condition::compile_with_language("property.city == 'Bonn'", Some("spel"), &[], env())
-        .unwrap_err();
-    assert!(e.message.contains("exchange properties"), "{e:?}");
-    let e = Condition::compile_with_language("//order", Some("xpath"), &[], env()).unwrap_err();
-    assert!(e.message.contains("`xpath` is not supported"), "{e:?}");
+    // Properties, in CEL and in SpEL.
+    let mut ex = exchange("POST", "/", &[], "");
+    turnpike_core::properties::set_property(&mut ex, "city", "Bonn".into());
+    let cel =
+        Condition::compile_with_language("property.city == 'Bonn'", None, &[], env()).unwrap();
+    assert!(cel.holds(&ex));
+    let spel_test =
+        Condition::compile_with_language("property.city == 'Berlin'", Some("spel"), &[], env())
+            .unwrap();
+    assert!(!spel_test.holds(&ex));
+    let e = Condition::compile_with_language("//order", Some("groovy"), &[], env()).unwrap_err();
+    assert!(e.message.contains("`groovy` is not supported"), "{e:?}");
+}
+
+#[test]
+fn xpath_jsonpath_and_content_type_tests() {
+    let ns = [(
+        "s11".to_owned(),
+        "http://schemas.xmlsoap.org/soap/envelope/".to_owned(),
+    )];
+    let xpath = |src: &str| Condition::compile_test(src, Some("XPath"), &ns, &[], env()).unwrap();
+    let order = exchange(
+        "POST",
+        "/",
+        &[("content-type", "application/xml")],
+        "<order express='yes'><items/></order>",
+    );
+    assert!(xpath("//order[@express='yes']").holds(&order));
+    assert!(!xpath("//order[@express='no']").holds(&order));
+    assert!(xpath("not(/s11:Envelope)").holds(&order));
+    assert!(xpath("//order").reads_body && xpath("//order").reads_response);
+    assert!(Condition::compile_test("//[", Some("xpath"), &[], &[], env()).is_err());
+    let jsonpath =
+        |src: &str| Condition::compile_test(src, Some("jsonpath"), &[], &[], env()).unwrap();
+    let zoo = exchange(
+        "POST",
+        "/",
+        &[("content-type", "application/json")],
+        r#"{"animals":[{"species":"cat"}],"off":false}"#,
+    );
+    assert!(jsonpath("$.animals[?(@.species == 'cat')]").holds(&zoo));
+    assert!(!jsonpath("$.animals[?(@.species == 'dog')]").holds(&zoo));
+    assert!(!jsonpath("$.off").holds(&zoo));
+    assert!(!jsonpath("$.animals").holds(&order), "not JSON");
+    let is = |src: &str| Condition::compile_with_language(src, Some("spel"), &[], env()).unwrap();
+    assert!(is("isXML()").holds(&order) && !is("isJSON()").holds(&order));
+    assert!(is("request.isJSON() and not isXML()").holds(&zoo));
+    let mut answered = zoo;
+    answered.response = Some(
+        http::Response::builder()
+            .header("content-type", "text/xml; charset=utf-8")
+            .body(turnpike_core::Body::Empty)
+            .unwrap(),
+    );
+    assert!(is("isXML()").holds(&answered), "the response is current");
+    assert!(is("request.isJSON()").holds(&answered));
+    assert!(is("isXML()").reads_response);
 }
 
 mod properties {

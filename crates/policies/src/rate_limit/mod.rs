@@ -308,12 +308,13 @@ impl PolicyFactory for RateLimiter {
                     err("keyExpression", "`key: expression` needs `keyExpression`")
                 })?;
                 let t = match c.language {
-                    None => Template::parse(e, ctx.scope),
-                    // Membrane's form: the whole expression is one JSONPath (`$.user`).
-                    Some(ExpressionLanguage::JsonPath) if !e.contains("${") => {
-                        Template::parse_jsonpath(&format!("${{{e}}}"))
+                    // Membrane's form: the whole expression is one JSONPath (`$.user`) or XPath.
+                    Some(l @ (ExpressionLanguage::JsonPath | ExpressionLanguage::XPath))
+                        if !e.contains("${") =>
+                    {
+                        crate::language::compile_template(&format!("${{{e}}}"), Some(l), ctx)
                     }
-                    Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(e),
+                    l => crate::language::compile_template(e, l, ctx),
                 }
                 .map_err(|m| err("keyExpression", m))?;
                 // A word (`all`) is one counter for every request, on purpose; other text without
