@@ -239,6 +239,7 @@ pub(crate) fn compile_plain_api(
         };
         let scope = TemplateScope {
             path_params: param_names,
+            api_name: api_name(located),
         };
         let path_prefix = match part.uri {
             Some(u) if !part.regex && !u.contains('{') => u,

@@ -251,6 +251,7 @@ fn operation_flows(
                 named = true;
                 let scope = TemplateScope {
                     path_params: template_params(&item.template),
+                    api_name: parts.scope.api_name.clone(),
                 };
                 let op_parts = FlowParts {
                     scope: &scope,

@@ -691,6 +691,7 @@ mod tests {
             "test",
             Some(&TemplateScope {
                 path_params: vec!["id".into()],
+                ..Default::default()
             }),
         )
     }

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod chain;
+pub mod civil;
 pub mod error_format;
 pub mod exchange;
 pub mod json;

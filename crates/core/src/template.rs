@@ -26,6 +26,8 @@ use crate::jsonpath::{JsonPathExpr, Message};
 pub struct TemplateScope {
     /// Names of the path parameters of the API's path template, in order.
     pub path_params: Vec<String>,
+    /// The name of the API (Membrane's `exchange.proxy.name`).
+    pub api_name: String,
 }
 
 /// A placeholder compiled outside this module (an XPath expression, an expression of another
@@ -581,6 +583,7 @@ mod tests {
     fn renders_every_placeholder() {
         let scope = TemplateScope {
             path_params: vec!["id".into()],
+            ..Default::default()
         };
         let t = Template::parse(
             "${method} ${path.id} ${header.x-a} ${query.q} ${client.ip}!",
@@ -615,6 +618,7 @@ mod tests {
     fn uri_rendering_keeps_each_value_in_its_segment() {
         let scope = TemplateScope {
             path_params: vec!["id".into()],
+            ..Default::default()
         };
         let t = Template::parse("/shop/products/${pathParam.id}?h=${header.x-a}", &scope).unwrap();
         let mut ex = exchange("GET", "/p/a%20b", &[("X-A", "1&2/../x")]);
@@ -701,7 +705,7 @@ mod properties {
     proptest! {
         #[test]
         fn parsing_never_panics(s in "\\PC{0,80}") {
-            let _ = Template::parse(&s, &TemplateScope { path_params: vec!["id".into()] });
+            let _ = Template::parse(&s, &TemplateScope { path_params: vec!["id".into()], ..Default::default() });
         }
 
         #[test]

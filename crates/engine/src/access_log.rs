@@ -175,27 +175,15 @@ fn quoted_free(v: &str) -> String {
 
 /// `10/Oct/2000:13:55:36 +0000`.
 fn clf_time(t: SystemTime) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let c = turnpike_core::civil::Civil::of(t);
     format!(
-        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        c.day,
+        c.month_name(),
+        c.year,
+        c.hour,
+        c.minute,
+        c.second
     )
 }
 

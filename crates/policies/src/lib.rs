@@ -5,6 +5,7 @@
 //! every setting a policy does not implement.
 
 pub mod access_control;
+pub mod access_log;
 pub mod auth;
 pub mod beautifier;
 pub mod condition;

@@ -8,7 +8,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("spel", "SpEL cannot run in Turnpike: use `if`/`choose` conditions (CEL) or templates"),
     ("adminConsole", "the web console is served at `/console` on the admin listener (`admin: { listen: … }`)"),
     ("openTelemetry", "configure tracing in a `telemetry:` document (`telemetry.tracing`)"),
-    ("accessLog", "configure the access log in `gateway.accessLog`"),
     ("correlationId", "every request gets an id: `gateway.requestId`"),
     ("balancer", "give the target several `nodes`, or name an `upstream:` document"),
     ("openapiValidator", "deploy the API from `openapi:` with `validateRequests: yes`"),

@@ -32,6 +32,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::soap_body::SoapBody>(),
     PolicyKind::of::<crate::throttle::Throttle>(),
     PolicyKind::of::<crate::set_property::SetProperty>(),
+    PolicyKind::of::<crate::access_log::AccessLog>(),
 ];
 
 /// The policy named `name` in YAML.

@@ -115,7 +115,12 @@ impl Policy for Return {
                 ),
             ),
             None => (
-                std::mem::take(&mut ex.request_body),
+                // A body in memory is shared (the request keeps it for the response phase's
+                // policies, as in Membrane); a streamed one moves to the response.
+                match ex.request_bytes() {
+                    Some(b) => Body::full(b.clone()),
+                    None => std::mem::take(&mut ex.request_body),
+                },
                 self.content_type
                     .clone()
                     .or_else(|| ex.request.headers.get(header::CONTENT_TYPE).cloned()),

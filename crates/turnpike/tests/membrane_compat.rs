@@ -684,3 +684,286 @@ async fn access_control_reads_membranes_ordered_rules() {
     assert_eq!(r.status, 403);
     assert_eq!(r.json()["type"], "urn:turnpike:problem:ip-denied");
 }
+
+async fn post_as(addr: std::net::SocketAddr, path: &str, content_type: &str, body: &str) -> Reply {
+    send(
+        addr,
+        req("POST", path)
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_carry_xpath_and_jsonpath_values_to_templates_and_conditions() {
+    // The shapes of Membrane's templating/json and rest2soap-template examples: properties
+    // set from the body in one policy, read by a template and a condition later.
+    let backend = StaticServer::start(
+        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body><getCityResponse><country>Germany</country><population>327000</population></getCityResponse></s:Body></s:Envelope>",
+    )
+    .await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /city
+  flow:
+    # Response flows run last to first, as in Membrane.
+    - response:
+        - template:
+            contentType: application/json
+            src: '{{"country":"${{property.country}}","population":${{property.population}}}}'
+        - if:
+            test: property.country == 'Germany'
+            flow:
+              - setHeader:
+                  name: X-Country
+                  value: ${{property.country}}
+        - setProperty:
+            name: population
+            value: ${{xpath('//population')}}
+        - setProperty:
+            name: country
+            value: ${{//country}}
+            language: xpath
+  target:
+    url: http://{}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /items
+  flow:
+    - request:
+        - setProperty:
+            name: items
+            value: ${{$.items}}
+            language: jsonpath
+        - setProperty:
+            name: id
+            value: ${{$.id}}
+            language: jsonpath
+        - template:
+            contentType: application/json
+            src: '{{"id":"${{properties[''id'']}}","items":${{property.items}},"first":${{property.items.0}}}}'
+        - return:
+            status: 200
+"#,
+        backend.addr
+    ));
+    let addr = gw.addr();
+    let r = get(addr, "/city").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"country": "Germany", "population": 327000})
+    );
+    assert_eq!(r.header("x-country"), Some("Germany"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let r = post_json(addr, "/items", r#"{"id":7,"items":[{"n":1},{"n":2}]}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"id": "7", "items": [{"n": 1}, {"n": 2}], "first": {"n": 1}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xpath_jsonpath_and_content_type_tests_choose_the_branch() {
+    // Membrane's tutorials/xml/30-XPath, advanced/70-Choose and the custom error messages.
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - request:
+        - if:
+            test: //order[@express='yes']
+            language: xpath
+            flow:
+              - return:
+                  status: 201
+        - if:
+            test: not(/s11:Envelope)
+            language: XPath
+            xmlConfig:
+              namespaces:
+                - prefix: s11
+                  uri: http://schemas.xmlsoap.org/soap/envelope/
+            flow:
+              - return:
+                  status: 400
+        - choose:
+            - case:
+                test: isJSON()
+                flow:
+                  - if:
+                      test: $.animals[?(@.species == 'cat')]
+                      language: jsonpath
+                      flow:
+                        - return:
+                            status: 202
+            - case:
+                test: headers['X-Bar'] != null
+                flow:
+                  - return:
+                      status: 203
+            - otherwise:
+                - return:
+                    status: 204
+        - return:
+            status: 200
+"#,
+    );
+    let addr = gw.addr();
+    let xml = "application/xml";
+    assert_eq!(
+        post_as(addr, "/", xml, "<order express='yes'/>")
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        post_as(addr, "/", xml, "<order express='no'/>")
+            .await
+            .status,
+        400
+    );
+    let envelope = r#"<s11:Envelope xmlns:s11="http://schemas.xmlsoap.org/soap/envelope/"/>"#;
+    // An envelope: not a non-envelope, not JSON, no X-Bar.
+    assert_eq!(post_as(addr, "/", xml, envelope).await.status, 204);
+    let cats = r#"{"animals":[{"species":"cat"}]}"#;
+    assert_eq!(post_json(addr, "/", cats).await.status, 202);
+    let dogs = r#"{"animals":[{"species":"dog"}]}"#;
+    // JSON without a cat: the case holds, its `if` does not, and the flow goes on.
+    assert_eq!(post_json(addr, "/", dogs).await.status, 200);
+    let bar = send(
+        addr,
+        req("POST", "/")
+            .header("x-bar", "1")
+            .body(Full::new(Bytes::from_static(b"text")))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bar.status, 203);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_policy_writes_a_line_per_exchange_with_its_fields() {
+    // Membrane's tutorials/logging/31-Access-Log-Custom-Fields, with the lines in a file.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let gw = TestGateway::start(&format!(
+        r#"global:
+  - accessLog:
+      dateTimePattern: dd/MMM/yyyy:HH:mm:ss Z
+      output: {}
+      additionalPatternList:
+        - name: contentType
+          expression: headers['Content-Type']
+        - name: orderId
+          expression: jsonPath('$.orderId')
+        - name: api
+          expression: exchange.proxy.name
+        - name: type
+          expression: response?.header['Content-Type']
+---
+api:
+  name: orders
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - if:
+        test: method == 'DELETE'
+        flow:
+          - return:
+              status: 405
+    - response:
+        - static:
+            src: '{{"ok":true}}'
+            contentType: application/json
+    - return:
+        status: 200
+"#,
+        log.display()
+    ));
+    let addr = gw.addr();
+    assert_eq!(
+        post_json(addr, "/shop/orders", r#"{"orderId":"A-1042"}"#)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        send(
+            addr,
+            req("DELETE", "/shop/orders/1")
+                .body(Full::new(Bytes::new()))
+                .unwrap()
+        )
+        .await
+        .status,
+        405
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
+    assert!(
+        lines[0].ends_with(
+            "\"POST /shop/orders HTTP/1.1\" 200 11 contentType=\"application/json\" orderId=\"A-1042\" api=\"orders\" type=\"application/json\""
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("\"DELETE /shop/orders/1 HTTP/1.1\" 405 "),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains("orderId=\"null\""), "{}", lines[1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_env_placeholders_and_argon2_passwords() {
+    // tutorials/advanced/100-Environment-Variables and security/10-Basic-Authentication.
+    let port = free_port();
+    std::env::set_var("TURNPIKE_TEST_PORT", port.to_string());
+    let gw = TestGateway::start(
+        r##"api:
+  port: "#{env.TURNPIKE_TEST_PORT}"
+  ip: 127.0.0.1
+  flow:
+    - basicAuthentication:
+        users:
+          - username: bob
+            password: "$argon2id$v=19$m=65536,t=3,p=1$gJkRz2WT5QcamKhhhKTH0Q$RuP5LUCTiEiO4W4dwrJqgpd+Phrk77n1QcdjIcB2zas"
+    - static:
+        src: "Hello from port #{env.TURNPIKE_TEST_PORT}"
+    - return: {}
+"##,
+    );
+    let addr = gw.addr_of(port);
+    let auth = |pw: &str| {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("bob:{pw}"))
+        )
+    };
+    let ok = get_with(addr, "/", &[("authorization", &auth("abc123"))]).await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.text(), format!("Hello from port {port}"));
+    let bad = get_with(addr, "/", &[("authorization", &auth("abc124"))]).await;
+    assert_eq!(bad.status, 401);
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: \"#{env.TURNPIKE_NOT_SET_ANYWHERE}\"\n  flow:\n    - return: {}\n",
+    );
+    assert!(e.contains("TURNPIKE_NOT_SET_ANYWHERE"), "{e}");
+}

@@ -68,8 +68,11 @@ impl PasswordCheck {
                 .iter()
                 .any(|p| configured.starts_with(p));
             if argon2 {
-                argon2::PasswordHash::new(configured)
+                let parsed = argon2::PasswordHash::new(configured)
                     .map_err(|e| format!("the Argon2 password hash is malformed: {e}"))?;
+                if parsed.salt.is_none() || parsed.hash.is_none() {
+                    return Err("the Argon2 password hash has no salt or no hash".into());
+                }
             }
             let supported = ["$2a$", "$2b$", "$2y$", "$5$", "$6$"];
             if !argon2 && !supported.iter().any(|p| configured.starts_with(p)) {

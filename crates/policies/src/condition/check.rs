@@ -60,6 +60,9 @@ impl Group {
             Group::Response => &[
                 ("status", Var::ResponseStatus),
                 ("headers", Var::ResponseHeaders),
+                // Membrane's SpEL names.
+                ("statusCode", Var::ResponseStatus),
+                ("header", Var::ResponseHeaders),
             ],
         }
     }
@@ -79,6 +82,7 @@ fn var_ty(v: Var) -> Ty {
         }
         Var::ConsumerGroups => Ty::List(Box::new(Ty::Str)),
         Var::Jwt | Var::Properties => Ty::Map(Box::new(Ty::Dyn)),
+        Var::ApiName => Ty::Str,
         Var::ResponseStatus => Ty::Int,
     }
 }
@@ -120,6 +124,11 @@ fn fail<T>(e: &IdedExpr, message: impl Into<String>) -> R<T> {
 const VARIABLES: &str = "request, client, consumer, jwt, response, path, env";
 
 /// Compiles the parsed expression `e` into a condition over `scope`.
+/// Checks an expression whose value is used (any type but a group of variables).
+pub(crate) fn compile_value(e: &IdedExpr, scope: &Scope) -> R<Node> {
+    value(e, scope).map(|(n, _)| n)
+}
+
 pub(crate) fn compile(e: &IdedExpr, scope: &Scope) -> R<Node> {
     let (node, ty) = check(e, scope)?;
     match ty {
@@ -334,6 +343,8 @@ fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "params" | "param" => Var::Query,
         "pathParam" => Var::PathParams,
         "property" | "properties" => Var::Properties,
+        "exchange_proxy_name" => Var::ApiName,
+        "response" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Response))),
         other => {
             return fail(
                 e,
@@ -589,6 +600,17 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "double" if !member => (Func::Double, 1, None, Ty::Double),
         "string" if !member => (Func::String, 1, None, Ty::Str),
         "has" => return fail(e, "has() takes a field selection, as in has(jwt.email)"),
+        "jsonPath" if !member => {
+            let [p] = args.as_slice() else {
+                return fail(e, "`jsonPath` takes one JSONPath");
+            };
+            let Expr::Literal(LiteralValue::String(src)) = &p.expr else {
+                return fail(p, "the JSONPath of `jsonPath` must be a string literal");
+            };
+            let expr = turnpike_core::jsonpath::JsonPathExpr::parse(src.inner())
+                .map_err(|m| CheckError { id: p.id, message: m })?;
+            return Ok((Node::JsonPathValue(Box::new(expr), scope.message), Ty::Dyn));
+        }
         "isXML" | "isJSON" => {
             use super::eval::Which;
             let which = match c.target.as_deref().map(|t| &t.expr) {
@@ -621,7 +643,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope, isXML, isJSON)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope, isXML, isJSON, jsonPath)"
                 ),
             )
         }

@@ -41,6 +41,8 @@ pub(crate) enum Var {
     Env,
     /// Membrane's exchange properties (`property.NAME`).
     Properties,
+    /// The API's name.
+    ApiName,
 }
 
 /// A comparison.
@@ -109,9 +111,24 @@ pub(crate) enum Node {
     /// A test written in JSONPath (`language: jsonpath`): true when it selects something that
     /// is not `false` or `null` on the current message's JSON body.
     JsonPath(Box<turnpike_core::jsonpath::JsonPathExpr>),
+    /// `jsonPath('$.a')`: what the JSONPath selects on a message's JSON body (one node, or a
+    /// list of several).
+    JsonPathValue(Box<turnpike_core::jsonpath::JsonPathExpr>, Which),
 }
 
 impl Node {
+    /// True when evaluating reads a message body (`jsonPath('…')`).
+    pub(crate) fn reads_body(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |n| {
+            found |= matches!(
+                n,
+                Node::XPath(_) | Node::JsonPath(_) | Node::JsonPathValue(..)
+            )
+        });
+        found
+    }
+
     /// True when evaluating depends on which message is current (the body or content type).
     pub(crate) fn reads_message(&self) -> bool {
         let mut found = false;
@@ -167,9 +184,70 @@ pub(crate) enum Which {
 
 /// The body of the current message: the response's once there is one.
 fn current_body(ex: &Exchange) -> Option<&bytes::Bytes> {
-    match &ex.response {
-        Some(_) => ex.response_bytes(),
-        None => ex.request_bytes(),
+    body_of(ex, Which::Current)
+}
+
+fn body_of(ex: &Exchange, which: Which) -> Option<&bytes::Bytes> {
+    match (&ex.response, which) {
+        (_, Which::Request) | (None, Which::Current) => ex.request_bytes(),
+        (Some(_), _) => ex.response_bytes(),
+        (None, Which::Response) => None,
+    }
+}
+
+/// A JSON value taken out of a parsed body, as an evaluation value (an object as its JSON
+/// text: maps of owned values do not exist here).
+fn owned_json(v: serde_json::Value) -> V<'static> {
+    match v {
+        serde_json::Value::Null => V::Null,
+        serde_json::Value::Bool(b) => V::Bool(b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                V::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                V::Uint(u)
+            } else {
+                V::Double(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        serde_json::Value::String(s) => V::Str(Cow::Owned(s)),
+        serde_json::Value::Array(a) => V::List(L::Owned(a.into_iter().map(owned_json).collect())),
+        o @ serde_json::Value::Object(_) => V::Str(Cow::Owned(o.to_string())),
+    }
+}
+
+/// Evaluates `node` as a value and writes it as text: a string as it is, `null` as "null"
+/// (Java's `String.valueOf`), numbers and booleans as written, lists and maps as JSON.
+pub(crate) fn text(node: &Node, ex: &Exchange, scope: &Scope) -> R<String> {
+    let v = eval(node, ex, scope)?;
+    Ok(match v {
+        V::Str(s) => s.into_owned(),
+        other => to_json(&other).to_string(),
+    })
+}
+
+fn to_json(v: &V<'_>) -> serde_json::Value {
+    match v {
+        V::Null => serde_json::Value::Null,
+        V::Bool(b) => (*b).into(),
+        V::Int(i) => (*i).into(),
+        V::Uint(u) => (*u).into(),
+        V::Double(d) => (*d).into(),
+        V::Str(s) => s.as_ref().into(),
+        V::List(l) => (0..l.len())
+            .filter_map(|i| l.get(i))
+            .map(|v| to_json(&v))
+            .collect::<Vec<_>>()
+            .into(),
+        V::Map(m) => match m {
+            M::Json(o) => serde_json::Value::Object((*o).clone()),
+            M::Headers(h) => h
+                .iter()
+                .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            _ => serde_json::Value::String(format!("{m:?}")),
+        },
     }
 }
 
@@ -201,7 +279,8 @@ impl Node {
             | Node::IsXml(_)
             | Node::IsJson(_)
             | Node::XPath(_)
-            | Node::JsonPath(_) => {}
+            | Node::JsonPath(_)
+            | Node::JsonPathValue(..) => {}
             Node::Var(v) => f(*v),
             Node::Field(a, _) | Node::Has(a, _) | Node::Not(a) | Node::Neg(a) => a.visit_vars(f),
             Node::Matches(a, _) => a.visit_vars(f),
@@ -244,6 +323,10 @@ pub(crate) struct Scope {
     pub(crate) env: Arc<HashMap<String, String>>,
     /// Membrane's SpEL names (`method`, `path`, `header`, `statusCode`, …) instead of CEL's.
     pub(crate) spel: bool,
+    /// The name of the API the expression belongs to (`exchange.proxy.name` in SpEL).
+    pub(crate) api_name: Arc<str>,
+    /// The message whose body `jsonPath('…')` reads.
+    pub(crate) message: Which,
 }
 
 /// A value during evaluation.
@@ -443,6 +526,7 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Var::PathParams => Ok(V::Map(M::PathParams(ex, &scope.path_params))),
         Var::Env => Ok(V::Map(M::Env(&scope.env))),
         Var::Properties => Ok(V::Map(M::Properties(ex))),
+        Var::ApiName => borrowed(&scope.api_name),
     }
 }
 
@@ -564,6 +648,17 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
             Ok(V::Bool(t.ends_with("/json") || t.ends_with("+json")))
         }
         Node::XPath(x) => Ok(V::Bool(current_body(ex).is_some_and(|b| x.boolean(b)))),
+        Node::JsonPathValue(p, which) => {
+            let Some(v) = body_of(ex, *which).and_then(|b| serde_json::from_slice(b).ok()) else {
+                return Ok(V::Null);
+            };
+            let mut nodes = p.select(&v).into_iter().cloned().collect::<Vec<_>>();
+            Ok(match nodes.len() {
+                0 => V::Null,
+                1 => owned_json(nodes.remove(0)),
+                _ => owned_json(serde_json::Value::Array(nodes)),
+            })
+        }
         Node::JsonPath(p) => {
             let Some(v) = current_body(ex).and_then(|b| serde_json::from_slice(b).ok()) else {
                 return Ok(V::Bool(false));

@@ -55,7 +55,7 @@ impl Condition {
         path_params: &[String],
         env: Arc<std::collections::HashMap<String, String>>,
     ) -> Result<Self, ExprError> {
-        Self::compile_test(source, language, &[], path_params, env)
+        Self::compile_test(source, language, &[], path_params, "", env)
     }
 
     /// As [`Condition::compile_with_language`], and also `language: xpath` (the boolean value
@@ -67,6 +67,7 @@ impl Condition {
         language: Option<&str>,
         namespaces: &[(String, String)],
         path_params: &[String],
+        api_name: &str,
         env: Arc<std::collections::HashMap<String, String>>,
     ) -> Result<Self, ExprError> {
         let language = language.map(str::to_ascii_lowercase);
@@ -77,6 +78,8 @@ impl Condition {
                 path_params: path_params.into(),
                 env: env.clone(),
                 spel: false,
+                api_name: api_name.into(),
+                message: eval::Which::Current,
             },
             reads_response: true,
             reads_request: false,
@@ -101,9 +104,9 @@ impl Condition {
             _ => {}
         }
         match language.as_deref() {
-            Some("cel") => Self::compile_in(source, path_params, env, false),
+            Some("cel") => Self::compile_named(source, path_params, api_name, env, false),
             Some("spel") => {
-                Self::compile_in(&spel::translate(source), path_params, env, true)
+                Self::compile_named(&spel::translate(source), path_params, api_name, env, true)
                     .map_err(|e| e.in_spel())
             }
             Some(other) => Err(ExprError {
@@ -113,8 +116,8 @@ impl Condition {
                     "conditions are CEL, Membrane's SpEL (`language: spel`), `xpath` or `jsonpath`; `{other}` is not supported"
                 ),
             }),
-            None => Self::compile_in(source, path_params, env.clone(), false).or_else(|cel| {
-                Self::compile_in(&spel::translate(source), path_params, env, true)
+            None => Self::compile_named(source, path_params, api_name, env.clone(), false).or_else(|cel| {
+                Self::compile_named(&spel::translate(source), path_params, api_name, env, true)
                     .map_err(|_| cel)
             }),
         }
@@ -123,6 +126,16 @@ impl Condition {
     fn compile_in(
         source: &str,
         path_params: &[String],
+        env: Arc<std::collections::HashMap<String, String>>,
+        spel: bool,
+    ) -> Result<Self, ExprError> {
+        Self::compile_named(source, path_params, "", env, spel)
+    }
+
+    fn compile_named(
+        source: &str,
+        path_params: &[String],
+        api_name: &str,
         env: Arc<std::collections::HashMap<String, String>>,
         spel: bool,
     ) -> Result<Self, ExprError> {
@@ -138,6 +151,8 @@ impl Condition {
             path_params: path_params.into(),
             env,
             spel,
+            api_name: api_name.into(),
+            message: eval::Which::Current,
         };
         let node = check::compile(program.expression(), &scope).map_err(|e| {
             let start = program
@@ -153,7 +168,10 @@ impl Condition {
         })?;
         let (mut reads_response, mut reads_request) = (false, false);
         node.visit_vars(&mut |v| match v {
-            eval::Var::ResponseStatus | eval::Var::ResponseHeaders => reads_response = true,
+            // Properties change as the flow runs: tested again in the response phase.
+            eval::Var::ResponseStatus | eval::Var::ResponseHeaders | eval::Var::Properties => {
+                reads_response = true
+            }
             eval::Var::Method
             | eval::Var::Path
             | eval::Var::Query
@@ -164,13 +182,14 @@ impl Condition {
         });
         // `isXML()` reads whichever message is current: evaluated again for the response.
         reads_response |= node.reads_message();
+        let reads_body = node.reads_body();
         Ok(Condition {
             source: source.into(),
             node,
             scope,
             reads_response,
             reads_request,
-            reads_body: false,
+            reads_body,
         })
     }
 
@@ -184,6 +203,96 @@ impl Condition {
                 false
             }
         }
+    }
+}
+
+/// An expression whose value is used as text (Membrane's `additionalPatternList` of
+/// `accessLog`): CEL, or SpEL (`language: spel`, also tried when the text is not CEL).
+#[derive(Debug)]
+pub struct ValueExpr {
+    source: Box<str>,
+    node: eval::Node,
+    scope: eval::Scope,
+    reads_body: bool,
+}
+
+impl ValueExpr {
+    /// Compiles `source`; `jsonPath('…')` in it reads the request's body when `request_body`
+    /// is set (Membrane evaluates these on the request), else the current message's.
+    pub fn compile(
+        source: &str,
+        language: Option<&str>,
+        ctx: &CompileContext<'_>,
+        request_body: bool,
+    ) -> Result<Self, ExprError> {
+        let message = if request_body {
+            eval::Which::Request
+        } else {
+            eval::Which::Current
+        };
+        let build = |src: &str, spel: bool| -> Result<Self, ExprError> {
+            let program = cel::Env::stdlib().compile(src).map_err(|es| {
+                let e = es.errors.first();
+                ExprError {
+                    line: e.map_or(1, |e| e.pos.0.max(1) as u32),
+                    column: e.map_or(1, |e| e.pos.1.max(0) as u32 + 1),
+                    message: e.map_or_else(|| "invalid expression".to_owned(), |e| e.msg.clone()),
+                }
+            })?;
+            let scope = eval::Scope {
+                path_params: ctx.scope.path_params.clone().into(),
+                env: check::environment(),
+                spel,
+                api_name: ctx.scope.api_name.as_str().into(),
+                message,
+            };
+            let node = check::compile_value(program.expression(), &scope).map_err(|e| {
+                let start = program
+                    .source_info()
+                    .offset_for(e.id)
+                    .map_or(0, |(s, _)| s as usize);
+                let (line, column) = line_column(src, start);
+                ExprError {
+                    line,
+                    column,
+                    message: e.message,
+                }
+            })?;
+            Ok(ValueExpr {
+                source: source.into(),
+                reads_body: node.reads_body(),
+                node,
+                scope,
+            })
+        };
+        match language.map(str::to_ascii_lowercase).as_deref() {
+            Some("cel") => build(source, false),
+            Some("spel") => build(&spel::translate(source), true).map_err(|e| e.in_spel()),
+            Some(other) => Err(ExprError {
+                line: 1,
+                column: 1,
+                message: format!("expressions are CEL or Membrane's SpEL (`language: spel`); `{other}` is not supported"),
+            }),
+            None => build(source, false)
+                .or_else(|cel| build(&spel::translate(source), true).map_err(|_| cel)),
+        }
+    }
+
+    /// The value on `ex` as text (`null` as "null"); `None` when the evaluation fails (a
+    /// missing key, no response yet).
+    pub fn text(&self, ex: &Exchange) -> Option<String> {
+        match eval::text(&self.node, ex, &self.scope) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::debug!(expression = %self.source, reason = e.0, "expression has no value");
+                None
+            }
+        }
+    }
+
+    /// True when the value is read from a message body (which must then be buffered).
+    pub fn reads_body(&self) -> bool {
+        self.reads_body
     }
 }
 
@@ -437,7 +546,14 @@ pub(crate) fn compile<T>(
                 key: &str,
                 errors: &mut ConfigErrors| {
         let namespaces = XmlConfig::pairs(xml);
-        match Condition::compile_test(source, language, &namespaces, params, env.clone()) {
+        match Condition::compile_test(
+            source,
+            language,
+            &namespaces,
+            params,
+            &ctx.scope.api_name,
+            env.clone(),
+        ) {
             Ok(c) => Some(c),
             Err(e) => {
                 errors.push(expression_error(owner, key, source, &e));

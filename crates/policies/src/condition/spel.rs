@@ -65,7 +65,9 @@ fn words(code: &str) -> String {
         }
     }
     flush(&mut word, &mut out);
-    out.replace("?.", ".").replace("?[", "[")
+    out.replace("?.", ".")
+        .replace("?[", "[")
+        .replace("exchange.proxy.name", "exchange_proxy_name")
 }
 
 #[cfg(test)]

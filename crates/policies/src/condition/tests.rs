@@ -243,7 +243,8 @@ fn xpath_jsonpath_and_content_type_tests() {
         "s11".to_owned(),
         "http://schemas.xmlsoap.org/soap/envelope/".to_owned(),
     )];
-    let xpath = |src: &str| Condition::compile_test(src, Some("XPath"), &ns, &[], env()).unwrap();
+    let xpath =
+        |src: &str| Condition::compile_test(src, Some("XPath"), &ns, &[], "", env()).unwrap();
     let order = exchange(
         "POST",
         "/",
@@ -254,9 +255,9 @@ fn xpath_jsonpath_and_content_type_tests() {
     assert!(!xpath("//order[@express='no']").holds(&order));
     assert!(xpath("not(/s11:Envelope)").holds(&order));
     assert!(xpath("//order").reads_body && xpath("//order").reads_response);
-    assert!(Condition::compile_test("//[", Some("xpath"), &[], &[], env()).is_err());
+    assert!(Condition::compile_test("//[", Some("xpath"), &[], &[], "", env()).is_err());
     let jsonpath =
-        |src: &str| Condition::compile_test(src, Some("jsonpath"), &[], &[], env()).unwrap();
+        |src: &str| Condition::compile_test(src, Some("jsonpath"), &[], &[], "", env()).unwrap();
     let zoo = exchange(
         "POST",
         "/",
