@@ -9,6 +9,7 @@ mod console;
 pub mod dns_watch;
 pub mod document;
 pub mod etcd;
+pub mod flow_service;
 mod live;
 pub mod manager;
 mod routes;

@@ -114,7 +114,13 @@ pub(crate) fn route_test(
     let api = &located.value;
     match (&api.test, &api.language) {
         (Some(t), language) => {
-            match turnpike_policies::condition::route_test(t, language.as_deref()) {
+            let namespaces: Vec<(String, String)> = api
+                .xml_config
+                .iter()
+                .flat_map(|x| x.namespaces.iter())
+                .map(|n| (n.prefix.clone(), n.uri.clone()))
+                .collect();
+            match turnpike_policies::condition::route_test(t, language.as_deref(), &namespaces) {
                 Ok(t) => Some(t),
                 Err(m) => {
                     errors.push(located.error("test", m));
@@ -183,7 +189,14 @@ pub(crate) fn compile_plain_api(
         None => wsdl2openapi_target(located),
         Some(_) => None,
     };
+    let internal_target: Option<Arc<str>> = api
+        .target
+        .as_ref()
+        .and_then(|t| t.url.as_deref())
+        .and_then(crate::internal_name)
+        .map(Arc::from);
     let target = match api.target.as_ref().or(wsdl_target.as_ref()) {
+        Some(_) if internal_target.is_some() => None,
         Some(t) => match compile_target(
             t,
             base_dir(located),
@@ -201,7 +214,9 @@ pub(crate) fn compile_plain_api(
         None => {
             let routes_answer =
                 !api.routes.is_empty() && api.routes.iter().all(|r| answers_itself(&r.flow));
-            if !answers_itself(&api.flow) && !routes_answer {
+            // A `destination` sends requests to an internal API.
+            let routes_on = turnpike_policies::flow::mentions(&api.flow, "destination");
+            if !answers_itself(&api.flow) && !routes_answer && !routes_on {
                 errors.push(located.error(
                     "",
                     "this API has no `target:` and its flow never answers (add a target or a `return` policy)",
@@ -261,6 +276,7 @@ pub(crate) fn compile_plain_api(
             wsdl,
             path_prefix,
             python,
+            validator: None,
         };
         let mut target = target.clone();
         if let (Some(t), Some(config)) = (&mut target, &api.target) {
@@ -273,6 +289,15 @@ pub(crate) fn compile_plain_api(
         if let Some((key, flow)) = &part.own {
             compile_sub_flow(located, &flow_parts, flow, key, &mut steps, errors);
         }
+        if let Some(turnpike_snapshot::TargetPath::Template(t)) = target.as_ref().map(|t| &t.path) {
+            if t.needs_body() {
+                steps.push(Step {
+                    policy: Box::new(crate::target_body::TargetBody(t.clone())),
+                    request: true,
+                    response: false,
+                });
+            }
+        }
         out.push((
             RouteSpec {
                 hosts: hosts.clone(),
@@ -284,6 +309,7 @@ pub(crate) fn compile_plain_api(
                 name: name.clone(),
                 chain: Chain::new(steps),
                 target,
+                internal_target: internal_target.clone(),
                 errors: if wsdl.is_some() {
                     Some(turnpike_soap::fault::soap_faults())
                 } else if soap_errors {

@@ -21,6 +21,9 @@ pub(crate) struct FlowParts<'a> {
     pub(crate) wsdl: Option<&'a Arc<Wsdl>>,
     pub(crate) path_prefix: &'a str,
     pub(crate) python: &'a Arc<Executors>,
+    /// For an API deployed from `openapi:` whose flow places Membrane's `openapiValidator`:
+    /// the validator step it stands for.
+    pub(crate) validator: Option<&'a turnpike_policies::ValidatorSlot>,
 }
 
 /// The steps of an API's chain: the global policies, then the gateway's own steps for this
@@ -74,6 +77,9 @@ fn shared(parts: &FlowParts<'_>) -> http::Extensions {
     shared.insert(Arc::clone(parts.python));
     if let Some(w) = parts.wsdl {
         shared.insert(Arc::clone(w));
+    }
+    if let Some(v) = parts.validator {
+        shared.insert(v.clone());
     }
     shared
 }

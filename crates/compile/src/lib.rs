@@ -13,6 +13,7 @@ mod openapi_api;
 mod settings;
 mod soap_proxy;
 mod target;
+mod target_body;
 mod telemetry;
 #[cfg(test)]
 mod tests;
@@ -128,6 +129,27 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
     // Where each route was first configured: two APIs that take the same requests are an error.
     let mut first_at: HashMap<(SocketAddr, String), turnpike_config::Location> = HashMap::new();
+    // What `internal://NAME` reaches: `internal:` documents, then named APIs.
+    let mut internal: HashMap<String, Arc<Api>> = HashMap::new();
+    for located in &set.internals {
+        let as_api = Located {
+            value: internal_api(&located.value),
+            origin: Arc::clone(&located.origin),
+            key: located.key.clone(),
+        };
+        let compiled = compile_api(&as_api, None, set, &consumers, &python, &upstreams, &mut errors);
+        if let Some((_, api, _)) = compiled.into_iter().next() {
+            if internal
+                .insert(located.value.name.clone(), Arc::new(api))
+                .is_some()
+            {
+                errors.push(located.error(
+                    "name",
+                    format!("a second internal API named `{}`", located.value.name),
+                ));
+            }
+        }
+    }
     for (located, wsdl) in apis {
         let addr = listen_addr(&located.value);
         apis_at.entry(addr).or_default().push(located);
@@ -161,13 +183,17 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     v.insert(here);
                 }
             }
+            let api = Arc::new(api);
+            if let Some(n) = &located.value.name {
+                internal.entry(n.clone()).or_insert_with(|| Arc::clone(&api));
+            }
             by_addr
                 .entry(addr)
                 .or_insert_with(|| {
                     order.push(addr);
                     Vec::new()
                 })
-                .push((spec, Arc::new(api)));
+                .push((spec, api));
             if let Some(s) = openapi {
                 specs_by_addr.entry(addr).or_default().push(s);
             }
@@ -195,6 +221,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         response: false,
                     }]),
                     target: None,
+                    internal_target: None,
                     test: None,
                 }),
             ));
@@ -205,6 +232,9 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         let routes = by_addr.remove(&addr).unwrap_or_default();
         let apis = apis_at.remove(&addr).unwrap_or_default();
         let tls = listener::listener_tls(addr, &apis, &mut errors);
+        let body_routing = routes
+            .iter()
+            .any(|(_, api)| api.test.as_ref().is_some_and(|t| t.reads_body()));
         let h2c = apis.iter().any(|a| a.value.h2c.0);
         if h2c && tls.is_some() {
             if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
@@ -222,6 +252,11 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         router,
                         tls,
                         h2c,
+                        // Quiet only when every API of the address asks for it.
+                        tls_warnings: apis
+                            .iter()
+                            .any(|a| a.value.ssl.as_ref().is_none_or(|s| s.show_ssl_exceptions)),
+                        body_routing,
                         stats: turnpike_telemetry::stats::listener(&addr.to_string()),
                         unrouted: turnpike_telemetry::stats::api("-"),
                     },
@@ -266,12 +301,67 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             }
         }
     }
+    // Every `internal://NAME` names an API.
+    let targets = set
+        .apis
+        .iter()
+        .map(|a| (a.value.target.as_ref(), a.error("target.url", "")))
+        .chain(
+            set.internals
+                .iter()
+                .map(|a| (a.value.target.as_ref(), a.error("target.url", ""))),
+        );
+    for (t, at) in targets {
+        if let Some(name) = t.and_then(|t| t.url.as_deref()).and_then(internal_name) {
+            if !internal.contains_key(name) {
+                let mut known: Vec<&str> = internal.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                errors.push(turnpike_config::ConfigError {
+                    message: format!(
+                        "no API is named `{name}` (internal APIs and named APIs: {})",
+                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    ),
+                    ..at
+                });
+            }
+        }
+    }
     errors.into_result(Snapshot {
         listeners,
         settings,
         spec_files,
         upstreams: in_use,
+        internal,
     })
+}
+
+/// The name in an `internal://NAME` URL.
+pub fn internal_name(url: &str) -> Option<&str> {
+    url.strip_prefix("internal://")
+        .map(|r| r.split(['/', '?']).next().unwrap_or(r))
+}
+
+/// An `internal:` document as an API without a listener of its own.
+fn internal_api(i: &turnpike_config::InternalConfig) -> ApiConfig {
+    ApiConfig {
+        name: Some(i.name.clone()),
+        description: i.description.clone(),
+        port: 0,
+        ip: None,
+        host: None,
+        method: None,
+        path: None,
+        flow: i.flow.clone(),
+        target: i.target.clone(),
+        ssl: None,
+        h2c: Default::default(),
+        openapi: Vec::new(),
+        operations: Default::default(),
+        routes: Vec::new(),
+        test: None,
+        language: None,
+        xml_config: None,
+    }
 }
 
 /// `gateway.python`, resolved: folders relative to the file it is written in.

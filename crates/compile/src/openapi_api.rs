@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use turnpike_config::{ApiConfig, ConfigErrors, ConfigSet, Located, OpenApiSource, TargetConfig};
+use turnpike_config::{
+    ApiConfig, ConfigErrors, ConfigSet, Located, OpenApiSource, TargetConfig, YesNoOpenApi,
+};
 use turnpike_core::router::PathSpec;
 use turnpike_core::{Chain, RouteSpec, Step, TemplateScope};
 use turnpike_openapi::{load_spec_at, OpenApiValidator, Source, Spec};
 use turnpike_policies::operations::OperationFlows;
 use turnpike_policies::python::Executors;
-use turnpike_policies::Consumers;
+use turnpike_policies::{Consumers, ValidatorSlot};
 use turnpike_snapshot::{Api, Target};
 
 use crate::flow::{api_hosts, compile_steps, compile_sub_flow, FlowParts};
@@ -140,7 +142,25 @@ pub(crate) fn compile_openapi_api(
                 },
             };
             let scope = TemplateScope::default();
-            let (requests, responses) = (src.validate_requests.0, src.validate_responses.0);
+            let security = match src.validate_security {
+                YesNoOpenApi::Yes => true,
+                YesNoOpenApi::No => false,
+                YesNoOpenApi::AsInOpenApi => spec.membrane_security.unwrap_or(false),
+            };
+            if security {
+                if let Err(e) = spec.check_security() {
+                    errors.push(located.error(
+                        &format!("{key}.validateSecurity"),
+                        format!("the spec's security cannot be checked: {e}"),
+                    ));
+                    continue;
+                }
+            }
+            // Checking the security validates requests too (as Membrane does).
+            let (requests, responses) = (
+                src.validate_requests.0 || security,
+                src.validate_responses.0,
+            );
             let parts = FlowParts {
                 set,
                 consumers,
@@ -148,6 +168,7 @@ pub(crate) fn compile_openapi_api(
                 wsdl: None,
                 path_prefix: "",
                 python,
+                validator: None,
             };
             let operations = operation_flows(located, &spec, &parts, &mut used, errors);
             // Always present: it routes to the spec's operations (404/405) even without validation.
@@ -158,12 +179,27 @@ pub(crate) fn compile_openapi_api(
             if src.validation_details.is_some_and(|f| !f.0) {
                 validator = validator.without_details();
             }
-            let built_in = vec![Step {
+            if security {
+                validator = validator.with_security();
+            }
+            let step = Step {
                 policy: Box::new(validator),
                 request: true,
                 response: responses,
-            }];
-            let mut steps = compile_steps(located, &parts, built_in, errors);
+            };
+            // Membrane's `openapiValidator: {}` in the flow places the validation there (after
+            // the authentication `validateSecurity` checks); otherwise it runs first.
+            let placed = api.flow.iter().any(|p| p.name == "openapiValidator");
+            let mut steps = if placed {
+                let slot = ValidatorSlot::new(step);
+                let with_slot = FlowParts {
+                    validator: Some(&slot),
+                    ..parts
+                };
+                compile_steps(located, &with_slot, Vec::new(), errors)
+            } else {
+                compile_steps(located, &parts, vec![step], errors)
+            };
             if let Some(flows) = operations {
                 let (request, response) = flows.phases();
                 steps.push(Step {
@@ -195,6 +231,7 @@ pub(crate) fn compile_openapi_api(
                     name,
                     chain: Chain::new(steps),
                     target,
+                    internal_target: None,
                     errors: None,
                     test: test.clone(),
                 },

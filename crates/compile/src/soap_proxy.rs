@@ -86,6 +86,7 @@ pub(crate) fn soap_proxy_api(
         routes: Vec::new(),
         test: None,
         language: None,
+        xml_config: None,
     };
     Some((
         Located {

@@ -196,11 +196,40 @@ pub fn target_path(t: &TargetConfig, scope: &TemplateScope) -> Result<TargetPath
         return Err(err("url", "the path of a target URL must start with `/`"));
     }
     if rest.contains("${") {
-        let t = Template::parse(rest, scope).map_err(|m| err("url", m))?;
-        if t.needs_body() {
-            return Err(err("url", "a target URL cannot read the body"));
-        }
+        let language = match t
+            .language
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("spel") => None,
+            Some("jsonpath") => Some(turnpike_policies::language::ExpressionLanguage::JsonPath),
+            Some("xpath") => Some(turnpike_policies::language::ExpressionLanguage::XPath),
+            Some(other) => {
+                return Err(err(
+                    "language",
+                    format!("`{other}` is not a language of target URLs (spel, jsonpath, xpath)"),
+                ))
+            }
+        };
+        let shared = http::Extensions::new();
+        let ctx = turnpike_core::CompileContext {
+            scope,
+            in_consumer_flow: false,
+            base_dir: std::path::Path::new("."),
+            path_prefix: "",
+            shared: &shared,
+            site: "",
+        };
+        let t = turnpike_policies::language::compile_template(rest, language, &ctx)
+            .map_err(|m| err("url", m))?;
         return Ok(TargetPath::Template(t));
+    }
+    if t.language.is_some() {
+        return Err(err(
+            "language",
+            "the target URL has no `${…}` expression for `language` to apply to",
+        ));
     }
     http::uri::PathAndQuery::try_from(rest)
         .map(TargetPath::Exact)
@@ -551,6 +580,10 @@ fn node(
             dns: dns.clone(),
             origin,
             label: Some(label),
+            tls_warnings: p
+                .ssl
+                .and_then(|s| s.show_ssl_exceptions)
+                .is_none_or(|f| f.0),
         }
     };
     Ok(match expanded {

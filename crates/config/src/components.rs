@@ -19,6 +19,79 @@ use crate::yaml::{Node, Span, Value};
 /// How deep components may refer to other components.
 const MAX_DEPTH: usize = 16;
 
+/// The components that are API key stores (as `apiKey.stores` entries).
+const KEY_STORES: &[&str] = &[
+    "apiKeyFileStore",
+    "simple",
+    "databaseApiKeyStore",
+    "mongoDBApiKeyStore",
+];
+
+/// Gives every XPath test in `node` (a map with `test` and `language: xpath`) without an
+/// `xmlConfig` the one declared as a component, as Membrane's configuration-wide `xmlConfig`.
+fn add_default_xml_config(node: &mut Node, xml: &Node) {
+    match &mut node.value {
+        Value::Map(entries) => {
+            let key_is = |k: &Node, name: &str| matches!(&k.value, Value::Str(s) if s == name);
+            let xpath_test = entries.iter().any(|(k, _)| key_is(k, "test"))
+                && entries.iter().any(|(k, v)| {
+                    key_is(k, "language")
+                        && matches!(&v.value, Value::Str(s) if s.eq_ignore_ascii_case("xpath"))
+                })
+                && !entries.iter().any(|(k, _)| key_is(k, "xmlConfig"));
+            if xpath_test {
+                let span = node.span;
+                entries.push((
+                    Node {
+                        value: Value::Str("xmlConfig".into()),
+                        span,
+                    },
+                    xml.clone(),
+                ));
+            }
+            for (_, v) in entries.iter_mut() {
+                add_default_xml_config(v, xml);
+            }
+        }
+        Value::Seq(items) => items.iter_mut().for_each(|i| add_default_xml_config(i, xml)),
+        _ => {}
+    }
+}
+
+/// Gives every `apiKey` map in `node` that has no `stores` the list `stores`.
+fn add_default_stores(node: &mut Node, stores: &[Node]) {
+    match &mut node.value {
+        Value::Map(entries) => {
+            for (k, v) in entries.iter_mut() {
+                if matches!(&k.value, Value::Str(s) if s == "apiKey") {
+                    if let Value::Map(settings) = &mut v.value {
+                        let has = settings
+                            .iter()
+                            .any(|(k, _)| matches!(&k.value, Value::Str(s) if s == "stores"));
+                        if !has {
+                            let span = v.span;
+                            settings.push((
+                                Node {
+                                    value: Value::Str("stores".into()),
+                                    span,
+                                },
+                                Node {
+                                    value: Value::Seq(stores.to_vec()),
+                                    span,
+                                },
+                            ));
+                        }
+                    }
+                } else {
+                    add_default_stores(v, stores);
+                }
+            }
+        }
+        Value::Seq(items) => items.iter_mut().for_each(|i| add_default_stores(i, stores)),
+        _ => {}
+    }
+}
+
 /// An error of a component or a reference: where, the key path (for the location), and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefError {
@@ -104,8 +177,26 @@ impl Components {
     }
 
     /// Replaces every `$ref` in `doc`; `key` is the key path of `doc` (`""` for a document).
+    /// An `apiKey` without `stores` gets the API key stores defined as components, as in
+    /// Membrane, where such a policy uses every key store the configuration declares.
     pub fn resolve(&self, doc: &mut Node, key: &str, errors: &mut Vec<RefError>) {
         self.walk(doc, key, 0, errors);
+        let stores: Vec<Node> = self
+            .by_name
+            .values()
+            .filter(|c| single_key(c).is_some_and(|(k, _, _)| KEY_STORES.contains(&k)))
+            .cloned()
+            .collect();
+        if !stores.is_empty() {
+            add_default_stores(doc, &stores);
+        }
+        let xml = self.by_name.values().find_map(|c| match single_key(c) {
+            Some(("xmlConfig", v, _)) => Some(v.clone()),
+            _ => None,
+        });
+        if let Some(xml) = xml {
+            add_default_xml_config(doc, &xml);
+        }
     }
 
     /// The component `$ref` names, or an error at `span`.
@@ -308,6 +399,22 @@ mod tests {
         assert!(
             messages[4].contains("no component named `j`"),
             "{messages:#?}"
+        );
+    }
+
+    #[test]
+    fn api_keys_without_stores_get_the_store_components() {
+        let (docs, errors) = read(
+            "components:\n  keys:\n    apiKeyFileStore:\n      location: keys.txt\n---\nglobal:\n  - apiKey:\n      required: false\n---\napi:\n  flow:\n    - apiKey:\n        stores:\n          - simple: []\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            json(&docs[0]),
+            serde_json::json!({"global": [{"apiKey": {"required": false, "stores": [{"apiKeyFileStore": {"location": "keys.txt"}}]}}]})
+        );
+        assert_eq!(
+            json(&docs[1]),
+            serde_json::json!({"api": {"flow": [{"apiKey": {"stores": [{"simple": []}]}}]}})
         );
     }
 

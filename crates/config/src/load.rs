@@ -119,6 +119,8 @@ pub struct ConfigSet {
     pub gateway_origin: Option<Arc<Origin>>,
     /// Every API, in the order read.
     pub apis: Vec<Located<ApiConfig>>,
+    /// Every `internal:` API, in the order read.
+    pub internals: Vec<Located<crate::InternalConfig>>,
     /// Every `soapProxy:` document, in the order read.
     pub soap_proxies: Vec<Located<SoapProxyConfig>>,
     /// Every `global:` list, in the order read.
@@ -364,6 +366,11 @@ impl Loader<'_> {
                 origin,
                 key: "api".into(),
             }),
+            Document::Internal(i) => self.set.internals.push(Located {
+                value: *i,
+                origin,
+                key: "internal".into(),
+            }),
             Document::Consumer(c) => self.set.consumers.push(Located {
                 value: c,
                 origin,
@@ -494,7 +501,6 @@ fn friendlier(key: &str, message: String) -> String {
                 "sslProxy" => {
                     Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`")
                 }
-                "internal" => Some("internal APIs are not supported"),
                 _ => None,
             };
             if let Some(instead) = membrane {

@@ -28,6 +28,45 @@ pub struct Identity {
     pub claims: Option<std::sync::Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
+/// Credentials an authentication policy accepted: how the caller authenticated and the scopes
+/// granted with them. Every authentication policy that accepts the request's credentials adds
+/// one to [`Authentications`]; the OpenAPI validator's `validateSecurity` checks an operation's
+/// `security` requirements against them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authentication {
+    /// How.
+    pub method: AuthMethod,
+    /// The scopes granted (API key scopes, JWT `scope`/`scp`).
+    pub scopes: Vec<String>,
+}
+
+/// How a caller authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// An API key, read from a header (`query: false`) or a query parameter named `name`.
+    ApiKey {
+        /// True when the key came from the query.
+        query: bool,
+        /// The header or query parameter name, as configured.
+        name: String,
+    },
+    /// HTTP Basic authentication.
+    Basic,
+    /// A verified JWT (an `Authorization: Bearer` token).
+    Jwt,
+}
+
+/// Every set of credentials accepted for the request so far, in the order of the policies;
+/// stored in [`Exchange::extensions`] (see [`Exchange::record_authentication`]).
+#[derive(Debug, Clone, Default)]
+pub struct Authentications(pub Vec<Authentication>);
+
+/// The internal API a policy chose for the request (Membrane's `destination` with an
+/// `internal://NAME` URL): when the request phase ends without an answer, that API runs instead
+/// of the target. Stored in [`Exchange::extensions`].
+#[derive(Debug, Clone)]
+pub struct Destination(pub std::sync::Arc<str>);
+
 /// The verified client certificate of a mutual-TLS connection; stored in
 /// [`Exchange::extensions`] for policies.
 #[derive(Debug, Clone)]
@@ -127,6 +166,24 @@ impl Exchange {
     /// The caller's identity, once an authentication policy established it.
     pub fn identity(&self) -> Option<&Identity> {
         self.extensions.get::<Identity>()
+    }
+
+    /// Adds `a` to the exchange's [`Authentications`]; called by an authentication policy in
+    /// its request phase once it accepted the credentials.
+    pub fn record_authentication(&mut self, a: Authentication) {
+        match self.extensions.get_mut::<Authentications>() {
+            Some(all) => all.0.push(a),
+            None => {
+                self.extensions.insert(Authentications(vec![a]));
+            }
+        }
+    }
+
+    /// The credentials accepted so far (empty when no authentication policy accepted any).
+    pub fn authentications(&self) -> &[Authentication] {
+        self.extensions
+            .get::<Authentications>()
+            .map_or(&[], |a| a.0.as_slice())
     }
 
     /// The request body when it is held in memory (the engine buffers it before the request

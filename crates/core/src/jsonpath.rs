@@ -82,6 +82,17 @@ impl JsonPathExpr {
         }
     }
 
+    /// Where the nodes the expression selects in `v` are, as JSON Pointers (RFC 6901, `""` for
+    /// the root), in the order the query yields them: for policies that change the selected
+    /// nodes (`v.pointer_mut(..)`).
+    pub fn locations(&self, v: &Value) -> Vec<String> {
+        self.path
+            .query_located(v)
+            .locations()
+            .map(|p| p.to_json_pointer())
+            .collect()
+    }
+
     /// The node that member names select (RFC 9535: a name selector selects the member of an
     /// object, nothing in any other value).
     fn walk<'v>(names: &[String], v: &'v Value) -> Option<&'v Value> {
@@ -154,6 +165,16 @@ mod tests {
         assert_eq!(e("$.x").eval(&mut ex, Message::Response), "");
         assert!(JsonPathExpr::parse("$.a[").is_err());
         assert!(JsonPathExpr::parse("person").is_err());
+    }
+
+    #[test]
+    fn locations_are_json_pointers() {
+        let doc: Value = serde_json::from_str(r#"{"a":[{"b/c":1},{"b/c":2}],"d~":{}}"#).unwrap();
+        let e = |s: &str| JsonPathExpr::parse(s).unwrap().locations(&doc);
+        assert_eq!(e("$.a[*]['b/c']"), ["/a/0/b~1c", "/a/1/b~1c"]);
+        assert_eq!(e("$['d~']"), ["/d~0"]);
+        assert_eq!(e("$"), [""]);
+        assert!(e("$.x.y").is_empty());
     }
 
     #[test]

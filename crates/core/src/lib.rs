@@ -2,6 +2,7 @@
 //! the [`Exchange`] a request travels in, the [`Policy`] trait with its phases and outcomes,
 //! compiled [`Template`]s, the path/host/method [`Router`], bodies and problem+json responses.
 
+pub mod admin_hook;
 pub mod body;
 pub mod chain;
 pub mod civil;

@@ -62,9 +62,11 @@ pub mod types {
         /// A `setHeader` computed a value that is not a valid header value (400 on requests,
         /// 502 on responses).
         INVALID_HEADER = ("invalid-header", BAD_REQUEST, "A header could not be set", "invalid header");
-        /// Credentials are missing or invalid.
+        /// Credentials are missing or invalid (or, with `validateSecurity`, of another kind than
+        /// an OpenAPI operation's `security` asks for).
         UNAUTHORIZED = ("unauthorized", UNAUTHORIZED, "Authentication required", "unauthorized");
-        /// The caller is authenticated but not allowed (consumer, group or scope).
+        /// The caller is authenticated but not allowed (consumer, group or scope, or an
+        /// OpenAPI operation's `security` with `validateSecurity`).
         FORBIDDEN = ("forbidden", FORBIDDEN, "Access denied", "forbidden");
         /// `accessControl` denies the client's IP.
         IP_DENIED = ("ip-denied", FORBIDDEN, "Access denied", "ip denied");
@@ -76,13 +78,18 @@ pub mod types {
         JSON_PROTECTION = ("json-protection", BAD_REQUEST, "The JSON body was rejected", "json protection");
         /// `xmlProtection` refused the body (413 when it is larger than `maxSize`).
         XML_PROTECTION = ("xml-protection", BAD_REQUEST, "The request is not acceptable XML", "xml protection");
-        /// A JSON body was expected and could not be parsed.
+        /// A JSON body was expected and could not be parsed (`wsdl2openapi`), or could not be
+        /// converted (`json2Xml`; 502 on responses).
         BAD_JSON = ("bad-json", BAD_REQUEST, "The body is not JSON", "bad json");
-        /// The request does not match its OpenAPI operation or WSDL operation.
+        /// An XML body could not be parsed or converted (`xml2Json`; 502 on responses).
+        BAD_XML = ("bad-xml", BAD_REQUEST, "The body is not XML", "bad xml");
+        /// The request does not match its OpenAPI operation or WSDL operation, or the XML
+        /// Schema or JSON Schema of a `validator`.
         VALIDATION = ("validation", BAD_REQUEST, "The request is not valid", "validation");
         /// The request's `Content-Type` is not one the OpenAPI operation accepts.
         UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", UNSUPPORTED_MEDIA_TYPE, "Unsupported media type", "unsupported media type");
-        /// The backend's response does not match the OpenAPI spec.
+        /// The backend's response does not match the OpenAPI spec, or the XML Schema or JSON
+        /// Schema of a `validator`.
         RESPONSE_VALIDATION = ("response-validation", BAD_GATEWAY, "The backend's response is not valid", "response validation");
         /// The SOAP backend answered with a fault (`wsdl2openapi`; 400 for client faults).
         SOAP_FAULT = ("soap-fault", BAD_GATEWAY, "The SOAP service answered with a fault", "soap fault");

@@ -171,8 +171,14 @@ impl HostPattern {
 /// A condition on the request head that an API's route needs besides host, method and path
 /// (Membrane's `test` on an API): checked at routing, in file order among the routes that match.
 pub trait RouteTest: Send + Sync + std::fmt::Debug {
-    /// True when the API takes the request (`ex` holds the request head, no body).
+    /// True when the API takes the request (`ex` holds the request head, and its body when
+    /// [`RouteTest::reads_body`]).
     fn matches(&self, ex: &crate::Exchange) -> bool;
+
+    /// True when the test reads the request's body (which is then read before routing).
+    fn reads_body(&self) -> bool {
+        false
+    }
 }
 
 /// What one API matches.

@@ -47,6 +47,9 @@ pub trait Placeholder: std::fmt::Debug + Send + Sync {
 /// either, `Some(Err)` when it is but is malformed.
 pub type PlaceholderFinder<'a> = &'a dyn Fn(&str) -> Option<Result<Arc<dyn Placeholder>, String>>;
 
+/// Compiles every placeholder of a template written in another language.
+pub type PlaceholderCompiler<'a> = &'a dyn Fn(&str) -> Result<Arc<dyn Placeholder>, String>;
+
 #[derive(Debug, Clone)]
 enum Part {
     Lit(String),
@@ -211,10 +214,7 @@ impl Template {
     }
 
     /// Parses `src` whose every placeholder is compiled by `compile` (an XPath expression, …).
-    pub fn parse_each(
-        src: &str,
-        compile: &dyn Fn(&str) -> Result<Arc<dyn Placeholder>, String>,
-    ) -> Result<Self, String> {
+    pub fn parse_each(src: &str, compile: PlaceholderCompiler<'_>) -> Result<Self, String> {
         Self::parse_placeholders(src, &|e| compile(e).map(Part::Ext))
     }
 

@@ -221,21 +221,49 @@ pub async fn serve(
         consumer: None,
         upstream_node: None,
     };
+    // A listener with an API whose routing test reads the body (Membrane's XPath and JSONPath
+    // `test`) reads the body before it routes.
+    let body_routing = snap
+        .listeners
+        .get(&ctx.listener)
+        .is_some_and(|l| l.body_routing);
     let mut response = 'phases: {
-        let (api, params) =
-            phase!('phases, served, route(&snap, ctx.listener, ctx.conn.peer, &req));
+        let upgrade = is_upgrade(&req);
+        let (mut parts, incoming) = req.into_parts();
+        let mut incoming = Some(incoming);
+        let routing_body = if body_routing { incoming.take() } else { None };
+        let (api, params, body) = if let Some(b) = routing_body {
+            let body = phase!('phases, served, read_body(settings, &mut parts, b).await);
+            let bytes =
+                phase!('phases, served, Box::pin(buffer(body, settings.max_body_size)).await);
+            let (api, params) = phase!(
+                'phases,
+                served,
+                route(&snap, ctx.listener, ctx.conn.peer, &parts, Some(&bytes))
+            );
+            (api, params, Some(Body::Full(Some(bytes))))
+        } else {
+            let (api, params) = phase!(
+                'phases,
+                served,
+                route(&snap, ctx.listener, ctx.conn.peer, &parts, None)
+            );
+            (api, params, None)
+        };
         served.api = Some(Arc::clone(&api));
         if api.errors.is_some() {
-            served.format = ErrorFormat::of(req.headers(), api.errors.as_ref());
+            served.format = ErrorFormat::of(&parts.headers, api.errors.as_ref());
         }
-        let upgrade = is_upgrade(&req);
-        let (mut parts, body) = req.into_parts();
         let client_upgrade = if upgrade {
             parts.extensions.remove::<OnUpgrade>()
         } else {
             None
         };
-        let body = phase!('phases, served, read_body(settings, &mut parts, body).await);
+        let body = match (body, incoming) {
+            (Some(b), _) => b,
+            (None, Some(b)) => phase!('phases, served, read_body(settings, &mut parts, b).await),
+            (None, None) => Body::Empty,
+        };
         let mut ex = Exchange::new(parts, body, ctx.conn.peer, params);
         ex.tls = ctx.conn.tls;
         ex.request_id = served.request_id.clone();
@@ -270,8 +298,15 @@ pub async fn serve(
                 };
                 (response, at, None)
             }
-            RequestEnd::Forward | RequestEnd::Wait { .. } => match &api.target {
-                Some(target) => {
+            RequestEnd::Forward | RequestEnd::Wait { .. } => match (internal_next(&api, &mut ex), &api.target) {
+                (Some(name), _) => {
+                    let response = match call_internal(&snap, &ctx, &name, &mut ex, &mut served, &mut trace, 1).await {
+                        Ok(r) => r,
+                        Err(p) => served.reject(p),
+                    };
+                    (response, usize::MAX, None)
+                }
+                (None, Some(target)) => {
                     let how = Forwarding {
                         request_id: (&settings.request_id_header, &served.request_id),
                         timeout: settings.upstream_timeout,
@@ -298,7 +333,7 @@ pub async fn serve(
                 }
                 // Compilation guarantees a target or an answering flow; reaching here means a
                 // conditional answer did not fire.
-                None => (
+                (None, None) => (
                     served.reject(Problem::new(&problems::NO_TARGET)),
                     usize::MAX,
                     None,
@@ -448,65 +483,146 @@ fn finish_trace(
     t.finish(format!("{method} {api}"), attrs, error);
 }
 
-/// The request head as an exchange without a body, for APIs' routing tests.
-fn route_probe(req: &Request<Incoming>, client: SocketAddr) -> Exchange {
-    let mut head = Request::builder()
-        .method(req.method().clone())
-        .uri(req.uri().clone())
-        .version(req.version());
-    if let Some(h) = head.headers_mut() {
-        *h = req.headers().clone();
+/// Where a request the flow did not answer goes in-process: the internal API a policy chose
+/// (`destination`), else the API's `internal://` target.
+fn internal_next(api: &Api, ex: &mut Exchange) -> Option<Arc<str>> {
+    ex.extensions
+        .remove::<turnpike_core::exchange::Destination>()
+        .map(|d| d.0)
+        .or_else(|| api.internal_target.clone())
+}
+
+/// How deep internal APIs may call each other.
+const MAX_INTERNAL_DEPTH: usize = 8;
+
+/// Runs the API `name` (an `internal:` document or a named API) in-process for `ex`: its
+/// request phase, then its own target (a backend, or another internal API), then its response
+/// phase. Returns its response, or the problem that stopped it (an unknown name, a loop).
+fn call_internal<'a>(
+    snap: &'a Snapshot,
+    ctx: &'a RequestContext<'a>,
+    name: &'a str,
+    ex: &'a mut Exchange,
+    served: &'a mut Served,
+    trace: &'a mut Traced,
+    depth: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<Body>, Problem>> + 'a>> {
+    Box::pin(async move {
+        if depth > MAX_INTERNAL_DEPTH {
+            tracing::warn!(api = name, "internal APIs call each other more than {MAX_INTERNAL_DEPTH} deep");
+            return Err(Problem::new(&problems::INTERNAL));
+        }
+        let Some(api) = snap.internal.get(name).cloned() else {
+            tracing::warn!(api = name, "no internal API of this name");
+            return Err(Problem::new(&problems::NO_TARGET));
+        };
+        let settings = &snap.settings;
+        if api.chain.body_need() == BodyNeed::Buffer {
+            buffer_body(&api.chain, ex, settings.max_body_size).await?;
+        }
+        let (response, end) = match request_phase(&api.chain, ex).await {
+            RequestEnd::Answered { at, outcome } => {
+                let response = match outcome {
+                    Outcome::Respond(r) => r,
+                    Outcome::Reject(p) => served.reject(p),
+                    Outcome::Continue | Outcome::Wait(_) => {
+                        served.reject(Problem::new(&problems::INTERNAL))
+                    }
+                };
+                (response, at)
+            }
+            RequestEnd::Forward | RequestEnd::Wait { .. } => {
+                let response = match (internal_next(&api, ex), &api.target) {
+                    (Some(next), _) => {
+                        call_internal(snap, ctx, &next, ex, served, trace, depth + 1).await?
+                    }
+                    (None, Some(target)) => {
+                        let how = Forwarding {
+                            request_id: (&settings.request_id_header, &served.request_id),
+                            timeout: settings.upstream_timeout,
+                            keep_request: true,
+                            upgrade: false,
+                        };
+                        let (res, _, node) = forward(ex, target, ctx, how, trace).await?;
+                        served.upstream_status = Some(res.status());
+                        served.upstream_node = Some(node);
+                        res
+                    }
+                    (None, None) => served.reject(Problem::new(&problems::NO_TARGET)),
+                };
+                (response, usize::MAX)
+            }
+        };
+        Ok(response_phase(&api.chain, ex, response, end, settings, served).await)
+    })
+}
+
+/// The request head (and its body, for a listener that routes on bodies) as an exchange, for
+/// APIs' routing tests.
+fn route_probe(
+    head: &http::request::Parts,
+    body: Option<&bytes::Bytes>,
+    client: SocketAddr,
+) -> Exchange {
+    let mut probe = Request::builder()
+        .method(head.method.clone())
+        .uri(head.uri.clone())
+        .version(head.version);
+    if let Some(h) = probe.headers_mut() {
+        *h = head.headers.clone();
     }
-    let (parts, ()) = head
+    let (parts, ()) = probe
         .body(())
         .unwrap_or_else(|_| Request::new(()))
         .into_parts();
     Exchange::new(
         parts,
-        Body::full(bytes::Bytes::new()),
+        Body::full(body.cloned().unwrap_or_default()),
         client,
         PathParams::new(),
     )
 }
 
 /// Route: the API of this listener that takes the request, and its path parameters (a target
-/// longer than `limits.maxUriLength` is refused first).
+/// longer than `limits.maxUriLength` is refused first). `body` is the request's body when the
+/// listener routes on bodies.
 fn route(
     snap: &Snapshot,
     listener: SocketAddr,
     client: SocketAddr,
-    req: &Request<Incoming>,
+    head: &http::request::Parts,
+    body: Option<&bytes::Bytes>,
 ) -> Result<(Arc<Api>, PathParams), Problem> {
-    let target_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let target_len = head.uri.path_and_query().map_or(0, |p| p.as_str().len());
     if target_len > snap.settings.max_uri_length {
         return Err(Problem::new(&problems::URI_TOO_LONG).with_detail(format!(
             "the request target has {target_len} bytes; the limit is {}",
             snap.settings.max_uri_length
         )));
     }
-    let host = req
-        .headers()
+    let host = head
+        .headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().host());
+        .or_else(|| head.uri.host());
     // APIs with a `test` look at the request head (built once, only for them).
     let probe = std::cell::OnceCell::new();
     let accept = |api: &Arc<Api>| match &api.test {
         None => true,
-        Some(t) => t.matches(probe.get_or_init(|| route_probe(req, client))),
+        Some(t) => t.matches(probe.get_or_init(|| route_probe(head, body, client))),
     };
     snap.listeners
         .get(&listener)
         .and_then(|r| {
             r.router
-                .lookup_if(host, req.method(), req.uri().path(), accept)
+                .lookup_if(host, &head.method, head.uri.path(), accept)
         })
         .map(|m| (Arc::clone(m.value), m.params))
         .ok_or_else(|| {
             Problem::no_route().with_detail(format!(
                 "no API on this port matches {} {}",
-                req.method(),
-                req.uri().path()
+                head.method,
+                head.uri.path()
             ))
         })
 }
@@ -1201,7 +1317,11 @@ fn classify(e: &UpstreamError, node: &Node) -> (Failure, Problem) {
                 .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")),
         );
     }
-    tracing::warn!(backend = %node.label, "{}", error_chain(e));
+    if matches!(e, UpstreamError::Tls { .. }) && !node.tls_warnings {
+        tracing::debug!(backend = %node.label, "{}", error_chain(e));
+    } else {
+        tracing::warn!(backend = %node.label, "{}", error_chain(e));
+    }
     match e {
         UpstreamError::Tls { .. } => (Failure::Connect, Problem::new(&problems::UPSTREAM_TLS)),
         UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => (

@@ -222,7 +222,7 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     worker.active.set(worker.active.get() + 1);
-    let (tls, h2c, stats) = {
+    let (tls, h2c, stats, tls_warnings) = {
         let snap = worker.snapshot.load();
         let stats = snap
             .settings
@@ -231,8 +231,8 @@ async fn serve_connection(
             .and_then(|()| snap.listeners.get(&key).map(|l| Arc::clone(&l.stats)));
         snap.listeners
             .get(&key)
-            .map_or((None, false, stats.clone()), |l| {
-                (l.tls.clone(), l.h2c, stats)
+            .map_or((None, false, stats.clone(), true), |l| {
+                (l.tls.clone(), l.h2c, stats, l.tls_warnings)
             })
     };
     let id = worker.id;
@@ -278,13 +278,21 @@ async fn serve_connection(
                     if let Some(s) = &stats {
                         s.handshake(id, false);
                     }
-                    tracing::warn!(%peer, "TLS handshake failed: {e}");
+                    if tls_warnings {
+                        tracing::warn!(%peer, "TLS handshake failed: {e}");
+                    } else {
+                        tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    }
                 }
                 Err(_) => {
                     if let Some(s) = &stats {
                         s.handshake(id, false);
                     }
-                    tracing::warn!(%peer, "TLS handshake timed out");
+                    if tls_warnings {
+                        tracing::warn!(%peer, "TLS handshake timed out");
+                    } else {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                    }
                 }
             }
         }

@@ -19,9 +19,13 @@ pub mod params;
 pub mod pointer;
 pub mod policy;
 pub mod schema;
+pub mod security;
 pub mod spec;
 pub mod validate;
 pub mod violation;
+
+#[cfg(test)]
+mod v32_tests;
 
 pub use load::{LoadedSpec, Source, SpecError};
 pub use mock::OpenApiMock;

@@ -22,6 +22,8 @@ pub enum Location {
     Header,
     /// A cookie.
     Cookie,
+    /// OpenAPI 3.2's `in: querystring`: the whole query string as one value.
+    Querystring,
 }
 
 impl Location {
@@ -32,6 +34,7 @@ impl Location {
             Location::Query => "query",
             Location::Header => "header",
             Location::Cookie => "cookie",
+            Location::Querystring => "querystring",
         }
     }
 }
@@ -114,8 +117,12 @@ pub enum Shape {
     Array(Prim),
     /// An object whose properties have these types (others: strings).
     Object(Vec<(String, Prim)>),
-    /// `content: application/json`: the text is JSON.
+    /// `content: application/json`: the text is JSON (a form field of an object type: JSON,
+    /// or a string when it is not JSON).
     Json,
+    /// A query string read like an `application/x-www-form-urlencoded` body (`in:
+    /// querystring`): each field read as the shape listed for it (others: strings).
+    Form(Vec<(String, Shape)>),
 }
 
 /// A compiled parameter.
@@ -207,15 +214,19 @@ impl Param {
             (None, Some("query")) => Location::Query,
             (None, Some("header")) => Location::Header,
             (None, Some("cookie")) => Location::Cookie,
+            (None, Some("querystring")) => Location::Querystring,
             (None, other) => {
                 return Err(ctx.err(
                     &ptr,
                     format!(
-                    "parameter `{name}`: `in` must be path, query, header or cookie, not {other:?}"
+                    "parameter `{name}`: `in` must be path, query, header or cookie (or querystring in OpenAPI 3.2), not {other:?}"
                 ),
                 ))
             }
         };
+        if location == Location::Querystring {
+            return Self::compile_querystring(ctx, p, &ptr, name).map(Some);
+        }
         if location == Location::Header
             && response_header.is_none()
             && ["accept", "content-type", "authorization"]
@@ -236,7 +247,7 @@ impl Param {
         let style = match p.get("style").and_then(Value::as_str) {
             None => match location {
                 Location::Path | Location::Header => Style::Simple,
-                Location::Query | Location::Cookie => Style::Form,
+                Location::Query | Location::Cookie | Location::Querystring => Style::Form,
             },
             Some("simple") => Style::Simple,
             Some("label") => Style::Label,
@@ -305,6 +316,48 @@ impl Param {
         }))
     }
 
+    /// An `in: querystring` parameter (OpenAPI 3.2): its `content` describes the whole query
+    /// string; the media type `application/x-www-form-urlencoded` (else the first one) gives
+    /// the schema, and the query string is read like a form body. Without `content`, or
+    /// without a schema, nothing is checked.
+    fn compile_querystring(
+        ctx: &Ctx<'_>,
+        p: &Value,
+        ptr: &str,
+        name: &str,
+    ) -> Result<Param, SpecError> {
+        let media = match p.get("content") {
+            Some(Value::Object(c)) => c
+                .iter()
+                .find(|(mt, _)| crate::media::essence(mt) == "application/x-www-form-urlencoded")
+                .or_else(|| c.iter().next()),
+            _ => None,
+        };
+        let (shape, schema) = match media {
+            Some((mt, m)) if m.get("schema").is_some() => {
+                let sptr = format!("{ptr}/content/{}/schema", crate::convert::escape(mt));
+                let fields = crate::spec::form_fields(ctx, &m["schema"], &sptr)?;
+                (
+                    Shape::Form(fields),
+                    Some(ctx.schema(&sptr, Direction::Request)?),
+                )
+            }
+            _ => (Shape::Form(Vec::new()), None),
+        };
+        Ok(Param {
+            label: format!("querystring.{name}"),
+            name: name.to_owned(),
+            location: Location::Querystring,
+            // An absent query string is an empty form: its schema says what is required.
+            required: false,
+            style: Style::Form,
+            explode: true,
+            shape,
+            schema,
+            path_index: 0,
+        })
+    }
+
     /// Reads a path, header or cookie parameter's raw text (not yet percent-decoded for paths).
     pub fn read_single(&self, raw: &str) -> Result<Value, String> {
         let decode = |s: &str| -> String {
@@ -345,6 +398,7 @@ impl Param {
             Shape::Json => {
                 serde_json::from_str(&decode(text)).map_err(|e| format!("not valid JSON: {e}"))
             }
+            Shape::Form(fields) => Ok(form_value(text, fields)),
             Shape::Prim(t) => Ok(t.coerce(&decode(text))),
             Shape::Array(_) if text.is_empty() => Ok(Value::Array(Vec::new())),
             Shape::Array(_) => Ok(self.build_list(text.split(sep).map(&decode).collect())),
@@ -452,6 +506,41 @@ fn prop_type(props: &[(String, Prim)], name: &str) -> Prim {
         .iter()
         .find(|(n, _)| n == name)
         .map_or(Prim::String, |(_, t)| *t)
+}
+
+/// A form (`a=1&b=x&b=y`, a query string or an `application/x-www-form-urlencoded` body) as a
+/// JSON object: each field read as its listed shape (repeated fields of array shape become
+/// arrays; fields of object shape are parsed as JSON), the first of repeated other fields
+/// counting; unlisted fields are strings.
+pub fn form_value(text: &str, fields: &[(String, Shape)]) -> Value {
+    let pairs = parse_query(text);
+    let mut obj = Map::new();
+    for (k, v) in &pairs {
+        let shape = fields.iter().find(|(n, _)| n == k).map(|(_, s)| s);
+        match shape {
+            Some(Shape::Array(t)) => {
+                let entry = obj
+                    .entry(k.to_string())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(a) = entry {
+                    a.push(t.coerce(v));
+                }
+            }
+            Some(Shape::Prim(t)) => {
+                obj.entry(k.to_string()).or_insert_with(|| t.coerce(v));
+            }
+            Some(Shape::Json) => {
+                obj.entry(k.to_string()).or_insert_with(|| {
+                    serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()))
+                });
+            }
+            _ => {
+                obj.entry(k.to_string())
+                    .or_insert_with(|| Value::String(v.to_string()));
+            }
+        }
+    }
+    Value::Object(obj)
 }
 
 /// Splits and decodes a query string (`+` is a space).

@@ -1,6 +1,7 @@
-//! The step put in front of an OpenAPI-deployed API's flow: finds the operation (404/405, always:
-//! the API's paths and methods are the spec's), validates the request (400/415) and the response
-//! (502) when asked.
+//! The step put in front of an OpenAPI-deployed API's flow (or where Membrane's
+//! `openapiValidator` stands in it): finds the operation (404/405, always: the API's paths and
+//! methods are the spec's), checks the `security` requirements against the credentials accepted
+//! so far (401/403) and validates the request (400/415) and the response (502) when asked.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub struct OpenApiValidator {
     responses: bool,
     operations: bool,
     details: bool,
+    security: bool,
 }
 
 impl OpenApiValidator {
@@ -32,7 +34,18 @@ impl OpenApiValidator {
             responses,
             operations: false,
             details: true,
+            security: false,
         }
+    }
+
+    /// The same validator, which also checks each operation's `security` requirements (and
+    /// the spec's global ones) in the request phase, before the request itself: 401 when
+    /// credentials of the kind asked for are missing, 403 when they do not fit (Membrane's
+    /// `validateSecurity`). Load [`Spec::check_security`] first: requirements it reports
+    /// answer 403.
+    pub fn with_security(mut self) -> Self {
+        self.security = true;
+        self
     }
 
     /// The same validator, whose rejections leave the violations out (`validationDetails: no`).
@@ -141,6 +154,28 @@ impl Policy for OpenApiValidator {
                 if self.operations {
                     // The operations' flows read the operation's path parameters.
                     ex.params = params.clone();
+                }
+                if self.security {
+                    for sec in [self.spec.security.as_ref(), op.security.as_ref()]
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Err(d) = sec.check(ex.authentications()) {
+                            let ty = if d.status == 401 {
+                                &problems::UNAUTHORIZED
+                            } else {
+                                &problems::FORBIDDEN
+                            };
+                            return Outcome::Reject(self.problem(
+                                ty,
+                                format!(
+                                    "the security requirements of {} {}{} are not met",
+                                    op.method, self.spec.base_path, item.template
+                                ),
+                                &d.violations,
+                            ));
+                        }
+                    }
                 }
                 if !self.requests {
                     return Outcome::Continue;

@@ -15,6 +15,7 @@ pub use crate::media::{essence, essence_cow};
 use crate::params::{Location, Param};
 use crate::schema::Ctx;
 pub use crate::schema::Schema;
+use crate::security::{self, Schemes, Security};
 
 /// One media type an operation accepts or a response declares.
 #[derive(Debug)]
@@ -79,6 +80,8 @@ pub struct Operation {
     pub responses: Vec<ResponseDecl>,
     /// True when some query parameter is declared (the query is then parsed).
     pub has_query: bool,
+    /// The operation's own `security` list, when it has one.
+    pub security: Option<Security>,
 }
 
 /// One path of the spec and its operations.
@@ -115,6 +118,13 @@ pub struct Spec {
     pub paths: Vec<PathItem>,
     /// The local files the spec was read from (root first).
     pub files: Vec<std::path::PathBuf>,
+    /// The document's global `security` list, when it has one.
+    pub security: Option<Security>,
+    /// `x-membrane-validation.security` of the document, when given.
+    pub membrane_security: Option<bool>,
+    /// Security requirements `validateSecurity` could not check (undefined or unsupported
+    /// schemes), with where they are named.
+    security_problems: Vec<SpecError>,
     router: Router<usize>,
 }
 
@@ -130,15 +140,18 @@ pub enum Found<'a> {
     NoMethod(&'a PathItem),
 }
 
-const METHODS: &[(&str, Method)] = &[
-    ("get", Method::GET),
-    ("put", Method::PUT),
-    ("post", Method::POST),
-    ("delete", Method::DELETE),
-    ("options", Method::OPTIONS),
-    ("head", Method::HEAD),
-    ("patch", Method::PATCH),
-    ("trace", Method::TRACE),
+/// The fields of a path item that hold operations, and their methods' names.
+const METHODS: &[(&str, &str)] = &[
+    ("get", "GET"),
+    ("put", "PUT"),
+    ("post", "POST"),
+    ("delete", "DELETE"),
+    ("options", "OPTIONS"),
+    ("head", "HEAD"),
+    ("patch", "PATCH"),
+    ("trace", "TRACE"),
+    // OpenAPI 3.2: a safe read that carries a request body.
+    ("query", "QUERY"),
 ];
 
 impl Spec {
@@ -158,7 +171,7 @@ impl Spec {
         let version = match doc.get("openapi").and_then(Value::as_str) {
             Some(v) if v.starts_with("3.0") => Version::V30,
             Some(v) if v.starts_with("3.1") => Version::V31,
-            // 3.2 keeps 3.1's schemas; what it adds for operations is refused below.
+            // 3.2 keeps 3.1's schemas.
             Some(v) if v.starts_with("3.2") => Version::V31,
             Some(v) => {
                 return Err(SpecError {
@@ -208,6 +221,9 @@ impl Spec {
         };
         let mut paths = Vec::new();
         let mut routes = Vec::new();
+        let schemes = Schemes::compile(&ctx)?;
+        let mut security_problems = Vec::new();
+        let global_security = security::compile(&ctx, &schemes, doc, "", &mut security_problems);
         if let Some(Value::Object(ps)) = doc.get("paths") {
             for (template, item) in ps {
                 let ptr = format!("/paths/{}", convert::escape(template));
@@ -217,28 +233,55 @@ impl Spec {
                 let names = spec
                     .param_names()
                     .map_err(|m| ctx.err(&ptr, format!("unsupported path template: {m}")))?;
-                // OpenAPI 3.2's `query` method and other methods are not validated: refused
-                // rather than let through unchecked.
-                for extra in ["query", "additionalOperations"] {
-                    if item.get(extra).is_some() {
+                let mut declared: Vec<(Method, &Value, String)> = Vec::new();
+                for (field, name) in METHODS {
+                    let Some(op) = item.get(*field) else { continue };
+                    let op_ptr = format!("{item_ptr}/{field}");
+                    let method = Method::from_bytes(name.as_bytes())
+                        .map_err(|_| ctx.err(&op_ptr, "invalid method"))?;
+                    declared.push((method, op, op_ptr));
+                }
+                // OpenAPI 3.2: operations of other methods, keyed by the method as sent.
+                match item.get("additionalOperations") {
+                    None => {}
+                    Some(Value::Object(more)) => {
+                        for (name, op) in more {
+                            let op_ptr = format!(
+                                "{item_ptr}/additionalOperations/{}",
+                                convert::escape(name)
+                            );
+                            if METHODS.iter().any(|(_, m)| m.eq_ignore_ascii_case(name)) {
+                                return Err(ctx.err(
+                                    &op_ptr,
+                                    format!("`{name}` has a field of its own in a path item (`{}`): `additionalOperations` is for other methods", name.to_ascii_lowercase()),
+                                ));
+                            }
+                            let method = Method::from_bytes(name.as_bytes()).map_err(|_| {
+                                ctx.err(&op_ptr, format!("`{name}` is not an HTTP method"))
+                            })?;
+                            declared.push((method, op, op_ptr));
+                        }
+                    }
+                    Some(_) => {
                         return Err(ctx.err(
-                            &format!("{item_ptr}/{extra}"),
-                            format!("OpenAPI 3.2's `{extra}` is not supported"),
-                        ));
+                            &format!("{item_ptr}/additionalOperations"),
+                            "`additionalOperations` must be a map of methods to operations",
+                        ))
                     }
                 }
                 let mut ops = Vec::new();
-                for (name, method) in METHODS {
-                    let Some(op) = item.get(*name) else { continue };
-                    let op_ptr = format!("{item_ptr}/{name}");
+                for (method, op, op_ptr) in declared {
+                    let (op, op_ptr) = ctx.resolve(op, op_ptr)?;
                     ops.push(compile_op(
                         &ctx,
-                        method.clone(),
+                        method,
                         item,
                         &item_ptr,
                         op,
                         &op_ptr,
                         &names,
+                        &schemes,
+                        &mut security_problems,
                     )?);
                 }
                 let allow = ops
@@ -271,8 +314,24 @@ impl Spec {
         })?;
         drop(ctx);
         let files = loaded.local_files();
+        let membrane_security = ["/x-membrane-validation", "/info/x-membrane-validation"]
+            .iter()
+            .find_map(|p| loaded.doc.pointer(p))
+            .and_then(|v| v.get("security"))
+            .and_then(|v| match v {
+                Value::Bool(b) => Some(*b),
+                Value::String(s) => match s.to_ascii_lowercase().as_str() {
+                    "yes" | "true" | "on" => Some(true),
+                    "no" | "false" | "off" => Some(false),
+                    _ => None,
+                },
+                _ => None,
+            });
         Ok(Spec {
             files,
+            security: global_security,
+            membrane_security,
+            security_problems,
             title,
             version: spec_version,
             id,
@@ -309,6 +368,16 @@ impl Spec {
         }
     }
 
+    /// Runs at load time when `validateSecurity` is on: an error for the first `security`
+    /// requirement naming a scheme that is not defined or cannot be checked (`mutualTLS`, HTTP
+    /// schemes other than basic and bearer).
+    pub fn check_security(&self) -> Result<(), SpecError> {
+        match self.security_problems.first() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// True when some operation declares a request body with a schema.
     pub fn has_body_schemas(&self) -> bool {
         self.paths.iter().flat_map(|p| &p.ops).any(|o| {
@@ -328,6 +397,8 @@ fn compile_op(
     op: &Value,
     op_ptr: &str,
     path_names: &[String],
+    schemes: &Schemes,
+    security_problems: &mut Vec<SpecError>,
 ) -> Result<Operation, SpecError> {
     let mut params: Vec<Param> = Vec::new();
     for (owner, owner_ptr) in [(item, item_ptr), (op, op_ptr)] {
@@ -388,7 +459,9 @@ fn compile_op(
         }
     }
     let has_query = params.iter().any(|p| p.location == Location::Query);
+    let security = security::compile(ctx, schemes, op, op_ptr, security_problems);
     Ok(Operation {
+        security,
         method,
         id: op
             .get("operationId")
@@ -447,8 +520,9 @@ fn compile_media(
     Ok(out)
 }
 
-/// How the fields of a form body are read: the types of the schema's properties.
-fn form_fields(
+/// How the fields of a form body (or of an `in: querystring` parameter) are read: the types of
+/// the schema's properties; runs at load time.
+pub(crate) fn form_fields(
     ctx: &Ctx<'_>,
     schema: &Value,
     ptr: &str,
@@ -473,6 +547,7 @@ fn form_fields(
                         .and_then(|i| ctx.schema_type(i, &format!("{pp}/items")));
                     Shape::Array(prim(items))
                 }
+                Some("object") => Shape::Json,
                 t => Shape::Prim(prim(t.map(str::to_owned))),
             };
             out.push((name.clone(), shape));

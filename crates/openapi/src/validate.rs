@@ -114,6 +114,14 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
         let value = match p.location {
             Location::Path => Some(p.read_single(ex.param(p.path_index))),
             Location::Query => p.read_query(&query),
+            // The whole query string, an empty one when there is none.
+            Location::Querystring => match (&p.shape, &p.schema) {
+                (Shape::Form(fields), Some(_)) => Some(Ok(params::form_value(
+                    ex.request.uri.query().unwrap_or(""),
+                    fields,
+                ))),
+                _ => None,
+            },
             Location::Header => {
                 let vals: Vec<&str> = ex
                     .request
@@ -171,7 +179,9 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                 }
                 Some(media) => {
                     if let (Some(schema), Some(fields)) = (&media.schema, &media.form) {
-                        let form = ex.request_bytes().map(|b| form_value(b, fields));
+                        let form = ex
+                            .request_bytes()
+                            .map(|b| params::form_value(&String::from_utf8_lossy(b), fields));
                         if let Some(v) = form {
                             schema_errors(schema, &v, "#/body", out);
                         }
@@ -228,35 +238,6 @@ fn multipart_body(
             format!("malformed multipart body: {e}"),
         )),
     }
-}
-
-/// A form body (`a=1&b=x&b=y`) as a JSON object, each field read as its declared type (repeated
-/// fields of array type become arrays).
-fn form_value(body: &[u8], fields: &[(String, Shape)]) -> Value {
-    let text = String::from_utf8_lossy(body);
-    let pairs = params::parse_query(&text);
-    let mut obj = serde_json::Map::new();
-    for (k, v) in &pairs {
-        let shape = fields.iter().find(|(n, _)| n == k).map(|(_, s)| s);
-        match shape {
-            Some(Shape::Array(t)) => {
-                let entry = obj
-                    .entry(k.to_string())
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let Value::Array(a) = entry {
-                    a.push(t.coerce(v));
-                }
-            }
-            Some(Shape::Prim(t)) => {
-                obj.entry(k.to_string()).or_insert_with(|| t.coerce(v));
-            }
-            _ => {
-                obj.entry(k.to_string())
-                    .or_insert_with(|| Value::String(v.to_string()));
-            }
-        }
-    }
-    Value::Object(obj)
 }
 
 fn check_param(

@@ -42,6 +42,25 @@ impl Direction {
     }
 }
 
+/// The step Membrane's `openapiValidator: {}` stands for in the flow of an API deployed from
+/// `openapi:`. The compile stage puts it in [`CompileContext::shared`]; compiling the flow puts
+/// the step where the entry stands (once), so that the validation runs after the policies before
+/// it (the authentication that `validateSecurity` checks).
+#[derive(Clone, Default)]
+pub struct ValidatorSlot(pub std::sync::Arc<std::sync::Mutex<Option<Step>>>);
+
+impl ValidatorSlot {
+    /// Runs at load time: a slot holding `step`.
+    pub fn new(step: Step) -> Self {
+        ValidatorSlot(std::sync::Arc::new(std::sync::Mutex::new(Some(step))))
+    }
+
+    /// Runs at load time: takes the step out (`None` when it was taken already).
+    pub fn take(&self) -> Option<Step> {
+        self.0.lock().ok().and_then(|mut s| s.take())
+    }
+}
+
 /// Compiles `flow` (found at key `key` below `owner`, e.g. `flow`) into `steps`, collecting
 /// every error in `errors`.
 pub fn compile_flow<T>(
@@ -89,6 +108,32 @@ pub fn compile_flow<T>(
                 });
             }
             continue;
+        }
+        if p.name == "openapiValidator" {
+            if let Some(slot) = ctx.get::<ValidatorSlot>() {
+                if dir != Direction::Both {
+                    errors.push(owner.error_at_key(
+                        at,
+                        "`openapiValidator` validates requests and responses: put it in the top-level `flow`",
+                    ));
+                } else if !p.settings.is_null()
+                    && p.settings.as_object().is_none_or(|m| !m.is_empty())
+                {
+                    errors.push(owner.error_at_key(
+                        at,
+                        "`openapiValidator` takes no settings here (`{}`): the API's `openapi` entries set the validation",
+                    ));
+                } else {
+                    match slot.take() {
+                        Some(step) => steps.push(step),
+                        None => errors.push(owner.error_at_key(
+                            at,
+                            "`openapiValidator` may stand only once in an API's flow",
+                        )),
+                    }
+                }
+                continue;
+            }
         }
         let Some(kind) = registry::find(&p.name) else {
             let message = match crate::membrane::alternative(&p.name) {
@@ -171,14 +216,34 @@ fn misplaced(kind: &PolicyKind, dir: Direction, ctx: &CompileContext<'_>) -> Opt
 }
 
 /// True when the flow has a policy that checks SOAP messages (in any phase), so that its API
-/// answers SOAP requests with SOAP faults.
+/// answers SOAP requests with SOAP faults. A `validator` counts only in its WSDL mode (not with
+/// `schema` or `jsonSchema`).
 pub fn checks_soap(flow: &[PolicyConfig]) -> bool {
     flow.iter().any(|p| match sub_flow(&p.name) {
         Some(_) => {
             parse_all::<Vec<PolicyConfig>>(p.settings.clone()).is_ok_and(|sub| checks_soap(&sub))
         }
-        None => registry::find(&p.name).is_some_and(|k| k.soap),
+        None => {
+            registry::find(&p.name).is_some_and(|k| k.soap)
+                && (p.name != "validator" || turnpike_soap::validator::checks_soap(&p.settings))
+        }
     })
+}
+
+/// True when a policy named `name` stands anywhere in the flow (in `request:`/`response:` flows
+/// and in the branches of conditions too).
+pub fn mentions(flow: &[PolicyConfig], name: &str) -> bool {
+    fn any_in(v: &serde_json::Value, name: &str) -> bool {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.contains_key(name) || o.values().any(|v| any_in(v, name))
+            }
+            serde_json::Value::Array(a) => a.iter().any(|v| any_in(v, name)),
+            _ => false,
+        }
+    }
+    flow.iter()
+        .any(|p| p.name == name || any_in(&p.settings, name))
 }
 
 /// True when the flow answers every request itself (a policy that always answers, in the

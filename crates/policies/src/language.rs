@@ -62,6 +62,53 @@ fn xpath_call(name: &str) -> Option<Result<Arc<dyn Placeholder>, String>> {
     })
 }
 
+/// `new Date()`: the time of rendering as Java's `Date.toString()` writes it (in UTC).
+#[derive(Debug)]
+struct Now;
+
+impl Placeholder for Now {
+    fn render(&self, _: &Exchange, _: Message, out: &mut String) {
+        let c = turnpike_core::civil::Civil::of(std::time::SystemTime::now());
+        // Day of the week: 1970-01-01 was a Thursday.
+        let days = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 86_400);
+        const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+        out.push_str(&format!(
+            "{} {} {:02} {:02}:{:02}:{:02} UTC {}",
+            DAYS[(days % 7) as usize],
+            c.month_name(),
+            c.day,
+            c.hour,
+            c.minute,
+            c.second,
+            c.year
+        ));
+    }
+
+    fn needs_body(&self) -> bool {
+        false
+    }
+}
+
+/// A placeholder of Membrane's default language that is not a built-in one: `xpath('…')`,
+/// `new Date()`, or an expression (SpEL forms translated to CEL: `header.keySet()`, `user()`,
+/// `scopes()`, `property.x + 1`); `None` when it is none of these.
+fn spel_placeholder(
+    name: &str,
+    ctx: &CompileContext<'_>,
+) -> Option<Result<Arc<dyn Placeholder>, String>> {
+    if let Some(x) = xpath_call(name) {
+        return Some(x);
+    }
+    if name.replace(' ', "") == "newDate()" {
+        return Some(Ok(Arc::new(Now)));
+    }
+    crate::condition::ValueExpr::compile(name, Some("spel"), ctx, false)
+        .ok()
+        .map(|e| Ok(Arc::new(e) as Arc<dyn Placeholder>))
+}
+
 /// Compiles the template `src` with the placeholders of `language` (the built-in ones when
 /// `None`).
 pub fn compile_template(
@@ -70,7 +117,9 @@ pub fn compile_template(
     ctx: &CompileContext<'_>,
 ) -> Result<Template, String> {
     match language {
-        None | Some(ExpressionLanguage::Spel) => Template::parse_with(src, ctx.scope, &xpath_call),
+        None | Some(ExpressionLanguage::Spel) => {
+            Template::parse_with(src, ctx.scope, &|name| spel_placeholder(name, ctx))
+        }
         Some(ExpressionLanguage::JsonPath) => Template::parse_jsonpath(src),
         Some(ExpressionLanguage::XPath) => Template::parse_each(src, &|e| {
             XPath::compile(e, &[]).map(|x| Arc::new(XPathPart(x)) as Arc<dyn Placeholder>)
@@ -100,6 +149,12 @@ mod tests {
         t.prepare(&mut ex, Message::Request);
         assert_eq!(t.render(&ex), "City: Bonn");
         assert!(compile_template("${xpath(//x)}", None, &ctx).is_err());
+        let ex = exchange("GET", "/", &[("x-a", "b"), ("x-b", "c")], "");
+        let t = compile_template("${header.keySet()} ${new Date()}", None, &ctx).unwrap();
+        let out = t.render(&ex).into_owned();
+        assert!(out.starts_with(r#"["x-a","x-b"] "#), "{out}");
+        assert!(out.contains(" UTC 20"), "{out}");
+        assert!(compile_template("${nope nope}", None, &ctx).is_err());
         assert!(compile_template("${//[}", Some(ExpressionLanguage::XPath), &ctx).is_err());
         let l: ExpressionLanguage = serde_json::from_str("\"SpEL\"").unwrap();
         assert_eq!(l, ExpressionLanguage::Spel);

@@ -6,26 +6,37 @@
 
 pub mod access_control;
 pub mod access_log;
+pub mod admin_console;
 pub mod auth;
 pub mod beautifier;
 pub mod condition;
 pub mod consumers;
 pub mod cors;
 pub mod delay;
+pub mod destination;
 pub mod flow;
+pub mod form_validation;
+pub mod graphql_protection;
+pub mod greaser;
 pub mod header_filter;
 mod headers;
 mod json_protection;
+pub mod json_rpc_protection;
 pub mod language;
+pub mod limit;
+pub mod llm_gateway;
 pub mod log;
 pub mod membrane;
 mod nested;
 pub mod operations;
+mod ordered_json;
+pub mod padding_header;
 mod pretty;
 pub mod prometheus;
 pub mod python;
 pub mod rate_limit;
 pub mod registry;
+pub mod replace;
 mod respond;
 pub mod rewriter;
 pub mod set_body;
@@ -36,11 +47,12 @@ pub mod soap_body;
 mod static_body;
 pub mod template;
 pub mod throttle;
+pub mod xml_json;
 
 use turnpike_core::CompileError;
 
 pub use consumers::{Consumer, Consumers};
-pub use flow::{answers_itself, checks_soap, compile_flow, Direction};
+pub use flow::{answers_itself, checks_soap, compile_flow, Direction, ValidatorSlot};
 pub use headers::{RemoveHeader, SetHeader};
 pub use json_protection::{
     JsonProtection, Limits as JsonLimits, Scanner as JsonScanner, Violation as JsonViolation,

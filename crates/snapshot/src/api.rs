@@ -15,6 +15,9 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// An `internal://NAME` target: the API of that name (an `internal:` document, or a named
+    /// API) runs in-process instead of a call to a backend.
+    pub internal_target: Option<Arc<str>>,
     /// Its request counters (kept across reloads by name).
     pub stats: Arc<turnpike_telemetry::stats::ApiStats>,
     /// How the problems the gateway generates for this API are written when not as

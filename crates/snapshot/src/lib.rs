@@ -29,6 +29,10 @@ pub struct ListenerRoutes {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Accept cleartext HTTP/2 with prior knowledge.
     pub h2c: bool,
+    /// Log failed TLS handshakes as warnings (else at debug level).
+    pub tls_warnings: bool,
+    /// Some API's routing test reads the body: requests are read before they are routed.
+    pub body_routing: bool,
     /// Its connection counters.
     pub stats: Arc<turnpike_telemetry::stats::ListenerStats>,
     /// The counters of requests no API of this address takes (`api="-"`).
@@ -109,6 +113,9 @@ pub struct Snapshot {
     pub spec_files: Vec<std::path::PathBuf>,
     /// Every upstream the APIs forward to (each once), for the health prober.
     pub upstreams: Vec<Arc<Upstream>>,
+    /// The APIs `internal://NAME` targets reach, by name: the `internal:` documents and every
+    /// named API.
+    pub internal: HashMap<String, Arc<Api>>,
 }
 
 #[cfg(test)]

@@ -136,6 +136,8 @@ pub struct Node {
     pub stats: Arc<turnpike_telemetry::stats::NodeStats>,
     /// The host name its address came from (a pool's node written with a host name).
     pub origin: Option<Arc<DnsOrigin>>,
+    /// Log failed TLS handshakes with it as warnings (else at debug level).
+    pub tls_warnings: bool,
 }
 
 /// The parts of a node, checked by the compiler.
@@ -178,6 +180,8 @@ pub struct NodeParts {
     pub origin: Option<Arc<DnsOrigin>>,
     /// The name in logs and metrics (default: the authority).
     pub label: Option<String>,
+    /// Log failed TLS handshakes with the node as warnings (else at debug level).
+    pub tls_warnings: bool,
 }
 
 impl Node {
@@ -206,6 +210,7 @@ impl Node {
             base_path: p.base_path.trim_end_matches('/').to_owned(),
             weight: p.weight.max(1),
             stats: p.stats,
+            tls_warnings: p.tls_warnings,
         }
     }
 
@@ -294,6 +299,7 @@ mod tests {
             origin: None,
             label: None,
             stats: turnpike_telemetry::stats::node("test", base),
+            tls_warnings: true,
         })
     }
 

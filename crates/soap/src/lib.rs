@@ -1,17 +1,21 @@
 //! Turnpike's SOAP and XML support: `xmlProtection` (one streaming pass, entities never
-//! expanded), WSDL loading with its XML Schemas compiled by libxml2, the `validator` for SOAP
-//! 1.1/1.2 messages, SOAP faults, what a `soapProxy` needs (the WSDL publisher), and
-//! `wsdl2openapi` (REST/JSON in front of SOAP, with an XSD type model in [`xsd`]).
+//! expanded), WSDL loading with its XML Schemas compiled by libxml2, the `validator` (SOAP
+//! 1.1/1.2 messages against a WSDL, XML against an XML Schema, JSON against a JSON Schema),
+//! SOAP faults, what a `soapProxy` needs (the WSDL publisher), and
+//! `wsdl2openapi` (REST/JSON in front of SOAP, with an XSD type model in [`xsd`]), and
+//! Membrane's demo CityService (`sampleSoapService`).
 //!
 //! Everything here is compiled once when a configuration is loaded; libxml2 objects, which are
 //! not thread-safe, live in per-worker thread-local caches (see [`schema`]).
 
 pub mod fault;
 pub mod fetch;
+pub mod json_schema_validator;
 pub mod names;
 pub mod protection;
 pub mod publish;
 pub mod quick;
+pub mod sample_service;
 pub mod schema;
 pub mod service;
 pub mod validator;
@@ -20,11 +24,13 @@ pub mod wsdl2openapi;
 pub mod xml;
 pub mod xpath;
 pub mod xsd;
+pub mod xsd_validator;
 
 pub use fault::{fault_response, problem_to_fault, FaultCode};
 pub use fetch::Location;
 pub use protection::XmlProtection;
 pub use publish::WsdlPublisher;
-pub use validator::WsdlValidator;
+pub use sample_service::SampleSoapService;
+pub use validator::{Validator, WsdlValidator};
 pub use wsdl::{SoapVersion, Wsdl};
 pub use wsdl2openapi::Wsdl2OpenApi;

@@ -1,9 +1,18 @@
-//! `validator` with `wsdl:`: validates SOAP 1.1 and 1.2 requests and the backend's responses
-//! against a WSDL: the envelope (Envelope, optional Header, Body), the body element of a
-//! declared operation (request elements on the way in, response elements on the way out) and
-//! the full payload against the WSDL's XML Schemas with libxml2. A violation answers a SOAP
-//! fault in the message's SOAP version: "WSDL message validation failed" with the validator's
-//! messages in the detail.
+//! `validator`: validates messages in one of three modes, as Membrane's `validator` does.
+//!
+//! * `wsdl:` (or, inside a `soapProxy`, nothing): SOAP 1.1 and 1.2 requests and the backend's
+//!   responses against a WSDL ([`WsdlValidator`]): the envelope (Envelope, optional Header,
+//!   Body), the body element of a declared operation (request elements on the way in, response
+//!   elements on the way out) and the full payload against the WSDL's XML Schemas with libxml2.
+//!   A violation answers a SOAP fault in the message's SOAP version: "WSDL message validation
+//!   failed" with the validator's messages in the detail.
+//! * `schema:`: XML bodies against a standalone XML Schema
+//!   ([`XsdValidator`](crate::xsd_validator::XsdValidator)).
+//! * `jsonSchema:`: JSON bodies against a JSON Schema
+//!   ([`JsonSchemaValidator`](crate::json_schema_validator::JsonSchemaValidator)).
+//!
+//! The last two answer problems (`validation` for requests, `response-validation` for
+//! responses) with every violation in `errors`; [`Validator`] is the policy that dispatches.
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock};
@@ -12,34 +21,302 @@ use libxml::parser::{Parser, ParserOptions};
 use libxml::tree::{Document, Node};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_config::units::Flag;
 use turnpike_core::{
-    BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory,
+    problems, BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory,
+    Problem,
 };
 
 use crate::fault::{fault_response, FaultCode};
+use crate::json_schema_validator::{JsonSchemaValidator, SchemaVersion};
 use crate::names::{QName, SoapVersion};
 use crate::quick::Fast;
 use crate::schema::Checked;
 use crate::wsdl::Wsdl;
+use crate::xsd_validator::XsdValidator;
 
 /// The fault string of every validation failure.
 pub const FAILURE: &str = "WSDL message validation failed";
 
-/// `validator`: validates messages. Today: SOAP messages against a WSDL.
+/// `validator`: validates messages against a WSDL (SOAP), an XML Schema or a JSON Schema.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ValidatorSettings {
-    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load).
-    /// Inside a `soapProxy`, defaults to the proxy's WSDL.
+    /// The WSDL (a file relative to this config file, or an `http(s)://` URL fetched at load):
+    /// validates SOAP messages. Inside a `soapProxy`, defaults to the proxy's WSDL when neither
+    /// `schema` nor `jsonSchema` is set.
     #[serde(default)]
     pub wsdl: Option<String>,
     /// Which service of the WSDL to validate against, when it has several (default: all
-    /// operations of all its SOAP bindings).
+    /// operations of all its SOAP bindings). Only with `wsdl`.
     #[serde(default)]
     pub service_name: Option<String>,
+    /// An XML Schema (a file relative to this config file, or an `http(s)://` URL fetched at
+    /// load): validates XML bodies.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// A JSON Schema, in JSON or YAML (a file relative to this config file, or an
+    /// `http(s)://` URL fetched at load): validates JSON bodies.
+    #[serde(default)]
+    pub json_schema: Option<String>,
+    /// The JSON Schema draft: `04`, `05` (as `04`), `06`, `07`, `2019-09` or `2020-12`
+    /// (default: the schema's `$schema`, else `2020-12`). Only with `jsonSchema`.
+    #[serde(default)]
+    pub schema_version: Option<SchemaVersion>,
+    /// Local documents for the `$ref` ids of the JSON Schema (`urn:app:base_def`). Only with
+    /// `jsonSchema`.
+    #[serde(default)]
+    pub schema_mappings: Option<SchemaMappings>,
+    /// SOAP faults are not validated (in either direction). Only with `wsdl`.
+    #[serde(default)]
+    pub skip_faults: Flag,
+    /// `response` (default): answer a failure; `log`: also log it.
+    #[serde(default)]
+    pub failure_handler: FailureHandler,
 }
 
-/// The compiled validator.
+/// `schemaMappings`: the documents that `$ref` ids stand for.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchemaMappings {
+    /// One entry per id.
+    #[serde(default)]
+    pub schemas: Vec<SchemaMapping>,
+}
+
+/// One `$ref` id and the document it stands for.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchemaMapping {
+    /// The id as `$ref`s name it (`urn:app:base_def`; a fragment after `#` selects inside).
+    pub id: String,
+    /// The document (JSON or YAML; a file relative to this config file, or an `http(s)://`
+    /// URL fetched at load).
+    pub location: String,
+}
+
+/// What a validation failure does besides being answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureHandler {
+    /// Answer it (default).
+    #[default]
+    Response,
+    /// Answer it and log it (with the messages) as a warning.
+    Log,
+}
+
+/// True when a `validator` with these (unchecked) settings checks SOAP messages, so that its
+/// API answers SOAP requests with SOAP faults: every mode but `schema` and `jsonSchema`.
+/// Called by the compile stage before the settings are parsed.
+pub fn checks_soap(settings: &serde_json::Value) -> bool {
+    settings.get("schema").is_none() && settings.get("jsonSchema").is_none()
+}
+
+/// Logs a validation failure as a warning (`failureHandler: log`). Called on the request path,
+/// once per failure.
+pub(crate) fn log_failure(response: bool, mode: &str, messages: &[String]) {
+    tracing::warn!(
+        direction = if response { "response" } else { "request" },
+        mode,
+        "validator: the {} is not valid: {}",
+        if response { "response" } else { "request" },
+        messages.join("; ")
+    );
+}
+
+/// The problem of a failed `schema` or `jsonSchema` validation: `validation` (400) for a
+/// request, `response-validation` (502) for a response, with `detail`, every violation in
+/// `errors` and `X-Validation-Error-Source: REQUEST` (or `RESPONSE`), as Membrane sends it.
+pub(crate) fn failure(response: bool, detail: String, errors: Vec<serde_json::Value>) -> Problem {
+    let (ty, source) = if response {
+        (&problems::RESPONSE_VALIDATION, "RESPONSE")
+    } else {
+        (&problems::VALIDATION, "REQUEST")
+    };
+    Problem::new(ty)
+        .with_detail(detail)
+        .with_member("errors", serde_json::Value::Array(errors))
+        .with_header(
+            http::HeaderName::from_static("x-validation-error-source"),
+            http::HeaderValue::from_static(source),
+        )
+}
+
+/// The body of the message a phase validates, or why it passes unvalidated: `None` when it is
+/// empty (Membrane skips empty bodies) or the gateway's own problem+json answer. `Err` when it
+/// is compressed, which the validator cannot read.
+pub(crate) fn body_to_validate(ex: &Exchange, response: bool) -> Result<Option<&[u8]>, String> {
+    let (headers, body) = if response {
+        let Some(res) = ex.response.as_ref() else {
+            return Ok(None);
+        };
+        let ct = res.headers().get(http::header::CONTENT_TYPE);
+        if ct.is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json")) {
+            return Ok(None);
+        }
+        (res.headers(), ex.response_bytes())
+    } else {
+        (&ex.request.headers, ex.request_bytes())
+    };
+    let Some(body) = body.filter(|b| !b.is_empty()) else {
+        return Ok(None);
+    };
+    if let Some(enc) = headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .find(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        return Err(format!(
+            "the body is compressed (Content-Encoding: {}) and cannot be validated",
+            String::from_utf8_lossy(enc.as_bytes())
+        ));
+    }
+    Ok(Some(body))
+}
+
+/// The compiled `validator` policy: one of its three modes.
+#[derive(Debug)]
+pub enum Validator {
+    /// `wsdl:` (SOAP).
+    Wsdl(WsdlValidator),
+    /// `schema:` (XML Schema).
+    Xsd(XsdValidator),
+    /// `jsonSchema:`.
+    Json(JsonSchemaValidator),
+}
+
+impl PolicyFactory for Validator {
+    const NAME: &'static str = "validator";
+    const SOAP: bool = true;
+    type Settings = ValidatorSettings;
+
+    /// Loads and compiles the mode's document at config load: the WSDL (`wsdl:`, or inside a
+    /// `soapProxy` the proxy's) and its schemas, the XML Schema, or the JSON Schema with its
+    /// mapped documents. Returns a load error at the setting's key when a document is missing
+    /// or broken, or when the settings mix modes.
+    fn compile(c: ValidatorSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+        let log = c.failure_handler == FailureHandler::Log;
+        let modes: Vec<&str> = [
+            ("wsdl", c.wsdl.is_some()),
+            ("schema", c.schema.is_some()),
+            ("jsonSchema", c.json_schema.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        if let [_, second, ..] = modes[..] {
+            return Err(CompileError::new(
+                second,
+                format!(
+                    "`validator` takes exactly one of `wsdl`, `schema` and `jsonSchema` (here: {})",
+                    modes
+                        .iter()
+                        .map(|m| format!("`{m}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let wsdl_mode = c.schema.is_none() && c.json_schema.is_none();
+        let json_mode = c.json_schema.is_some();
+        if !wsdl_mode && c.skip_faults.0 {
+            return Err(CompileError::new(
+                "skipFaults",
+                "`skipFaults` only makes sense with `wsdl` (SOAP faults)",
+            ));
+        }
+        if !wsdl_mode && c.service_name.is_some() {
+            return Err(CompileError::new(
+                "serviceName",
+                "`serviceName` only makes sense with `wsdl`",
+            ));
+        }
+        if !json_mode {
+            for (key, set) in [
+                ("schemaVersion", c.schema_version.is_some()),
+                ("schemaMappings", c.schema_mappings.is_some()),
+            ] {
+                if set {
+                    return Err(CompileError::new(
+                        key,
+                        format!("`{key}` only makes sense with `jsonSchema`"),
+                    ));
+                }
+            }
+        }
+        if let Some(xsd) = &c.schema {
+            return XsdValidator::load(xsd, ctx.base_dir)
+                .map(|v| Validator::Xsd(v.with_failure_log(log)))
+                .map_err(|m| CompileError::new("schema", m));
+        }
+        if let Some(json) = &c.json_schema {
+            let mappings = c.schema_mappings.map(|m| m.schemas).unwrap_or_default();
+            return JsonSchemaValidator::load(json, c.schema_version, &mappings, ctx.base_dir)
+                .map(|v| Validator::Json(v.with_failure_log(log)));
+        }
+        let wsdl = match (&c.wsdl, ctx.get::<Arc<Wsdl>>()) {
+            (Some(w), _) => Arc::new(
+                Wsdl::load(&crate::fetch::Location::from_config(w, ctx.base_dir))
+                    .map_err(|m| CompileError::new("wsdl", m))?,
+            ),
+            (None, Some(w)) => Arc::clone(w),
+            (None, None) => {
+                return Err(CompileError::new(
+                    "",
+                    "`validator` needs `wsdl:`, `schema:` or `jsonSchema:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
+                ))
+            }
+        };
+        let v = WsdlValidator::new(wsdl, c.service_name.as_deref())
+            .map_err(|m| CompileError::new("serviceName", m))?;
+        Ok(Validator::Wsdl(
+            v.with_skip_faults(c.skip_faults.0).with_failure_log(log),
+        ))
+    }
+}
+
+impl Validator {
+    fn policy(&self) -> &dyn Policy {
+        match self {
+            Validator::Wsdl(v) => v,
+            Validator::Xsd(v) => v,
+            Validator::Json(v) => v,
+        }
+    }
+}
+
+impl Policy for Validator {
+    fn name(&self) -> &'static str {
+        "validator"
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        self.policy().files()
+    }
+
+    fn body_need(&self) -> BodyNeed {
+        BodyNeed::Buffer
+    }
+
+    fn response_body_need(&self) -> BodyNeed {
+        BodyNeed::Buffer
+    }
+
+    fn response_needs_request(&self) -> bool {
+        self.policy().response_needs_request()
+    }
+
+    fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        self.policy().on_request(ex)
+    }
+
+    fn on_response(&self, ex: &mut Exchange) -> Outcome {
+        self.policy().on_response(ex)
+    }
+}
+
+/// The `wsdl` mode of `validator`: SOAP messages against a WSDL.
 #[derive(Debug)]
 pub struct WsdlValidator {
     wsdl: Arc<Wsdl>,
@@ -50,6 +327,10 @@ pub struct WsdlValidator {
     sorted: (Vec<LocalFirst>, Vec<LocalFirst>),
     /// Some operation's request (`.0`) or response (`.1`) has an empty body.
     empty_ok: (bool, bool),
+    /// `skipFaults`: a message whose body is a SOAP fault passes, requests too.
+    skip_faults: bool,
+    /// `failureHandler: log`.
+    log_failures: bool,
 }
 
 /// A parsed SOAP message: its document, version and the body's element children.
@@ -85,12 +366,12 @@ fn show(q: &QName) -> String {
 /// few hundred bytes that is a fifth of the parse. With this much trailing whitespace, which XML
 /// allows after the root element and which changes neither the tree nor the line numbers of
 /// diagnostics, the end is never that near while elements are read.
-const PARSE_PADDING: usize = 250;
+pub(crate) const PARSE_PADDING: usize = 250;
 
 /// True when `bytes` is in an encoding in which an ASCII space is the byte 0x20 (UTF-8 and the
 /// other ASCII supersets): it starts with a UTF-8 byte order mark, or with `<` or ASCII
 /// whitespace not followed by a zero byte (which would be UTF-16 or UCS-4).
-fn ascii_compatible(bytes: &[u8]) -> bool {
+pub(crate) fn ascii_compatible(bytes: &[u8]) -> bool {
     match bytes {
         [0xEF, 0xBB, 0xBF, ..] => true,
         [first, second, ..] => matches!(first, b'<' | b' ' | b'\t' | b'\r' | b'\n') && *second != 0,
@@ -416,29 +697,15 @@ fn refused_before_parsing(bytes: &[u8]) -> Option<&'static str> {
     has_doctype(bytes).then_some("SOAP messages must not contain a DTD")
 }
 
-impl PolicyFactory for WsdlValidator {
-    const NAME: &'static str = "validator";
-    const SOAP: bool = true;
-    type Settings = ValidatorSettings;
-
-    /// Loads the WSDL (`wsdl:`, or inside a `soapProxy` the proxy's) and compiles its schemas.
-    fn compile(c: ValidatorSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
-        let wsdl = match (&c.wsdl, ctx.get::<Arc<Wsdl>>()) {
-            (Some(w), _) => Arc::new(
-                Wsdl::load(&crate::fetch::Location::from_config(w, ctx.base_dir))
-                    .map_err(|m| CompileError::new("wsdl", m))?,
-            ),
-            (None, Some(w)) => Arc::clone(w),
-            (None, None) => {
-                return Err(CompileError::new(
-                    "",
-                    "`validator` needs `wsdl:` (only inside a `soapProxy` does it default to the proxy's WSDL)",
-                ))
-            }
-        };
-        WsdlValidator::new(wsdl, c.service_name.as_deref())
-            .map_err(|m| CompileError::new("serviceName", m))
+/// Why an XML message (not SOAP) is refused before it is parsed: a DTD (never read, so that
+/// no entity is expanded), or an encoding in which a DTD could hide from the byte search.
+pub(crate) fn xml_refused_before_parsing(bytes: &[u8]) -> Option<&'static str> {
+    if encoding_of(bytes).is_err() {
+        return Some(
+            "the message must be encoded in UTF-8, UTF-16, US-ASCII, ISO-8859-* or windows-125*",
+        );
     }
+    has_doctype(bytes).then_some("the message must not contain a DTD")
 }
 
 impl WsdlValidator {
@@ -472,7 +739,22 @@ impl WsdlValidator {
             responses,
             sorted,
             empty_ok,
+            skip_faults: false,
+            log_failures: false,
         })
+    }
+
+    /// The same validator, which lets messages whose body is a SOAP fault pass unvalidated
+    /// in both directions (`skipFaults`; responses with a fault pass in any case).
+    pub fn with_skip_faults(mut self, skip: bool) -> Self {
+        self.skip_faults = skip;
+        self
+    }
+
+    /// The same validator, which also logs each failure (`failureHandler: log`).
+    pub fn with_failure_log(mut self, log: bool) -> Self {
+        self.log_failures = log;
+        self
     }
 
     /// Validates one message; `Err` carries the fault's detail and the version to answer in.
@@ -586,7 +868,7 @@ impl WsdlValidator {
         }
         match watch.first {
             First::Missing => return self.empty_body(response, Some(version)),
-            First::Fault if response => return Ok(()),
+            First::Fault if response || self.skip_faults => return Ok(()),
             First::Fault => {
                 let q = (version.envelope_ns().to_owned(), "Fault".to_owned());
                 return Err((self.unexpected_body(&q, response), Some(version)));
@@ -637,7 +919,7 @@ impl WsdlValidator {
         };
         let q = qname(first);
         let env_ns = env.version.envelope_ns();
-        if response && q.0 == env_ns && q.1 == "Fault" {
+        if (response || self.skip_faults) && q.0 == env_ns && q.1 == "Fault" {
             return Ok(());
         }
         if !self.allowed(response).contains(&q) {
@@ -675,6 +957,9 @@ impl Policy for WsdlValidator {
         match self.check(bytes, false) {
             Ok(()) => Outcome::Continue,
             Err((msg, v)) => {
+                if self.log_failures {
+                    log_failure(false, "wsdl", std::slice::from_ref(&msg));
+                }
                 let v = v.unwrap_or_else(|| {
                     SoapVersion::from_content_type(
                         ex.request.headers.get(http::header::CONTENT_TYPE),
@@ -697,6 +982,9 @@ impl Policy for WsdlValidator {
         match self.check(bytes, true) {
             Ok(()) => Outcome::Continue,
             Err((msg, v)) => {
+                if self.log_failures {
+                    log_failure(true, "wsdl", std::slice::from_ref(&msg));
+                }
                 let v = v.unwrap_or_else(|| {
                     SoapVersion::from_content_type(
                         ex.request.headers.get(http::header::CONTENT_TYPE),
@@ -962,5 +1250,251 @@ mod tests {
         };
         v.check(get("42").as_bytes(), false).unwrap();
         assert!(v.check(get("forty-two").as_bytes(), false).is_err());
+    }
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+    use crate::fetch::Location;
+    use crate::wsdl::tests::shared;
+    use turnpike_core::Body;
+
+    const YEAR_XSD: &str = r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema">
+  <xs:element name="year" type="xs:gYear"/>
+</xs:schema>"#;
+
+    const AGE_JSON: &str = r#"{"type": "object", "properties": {"age": {"type": "integer"}}}"#;
+
+    fn files() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("year.xsd"), YEAR_XSD).unwrap();
+        std::fs::write(dir.path().join("age.json"), AGE_JSON).unwrap();
+        dir
+    }
+
+    fn compile(
+        dir: &std::path::Path,
+        settings: serde_json::Value,
+    ) -> Result<Validator, CompileError> {
+        let settings: ValidatorSettings = serde_json::from_value(settings).unwrap();
+        let ctx = CompileContext {
+            base_dir: dir,
+            ..CompileContext::standalone()
+        };
+        Validator::compile(settings, &ctx)
+    }
+
+    fn exchange(body: &str) -> Exchange {
+        let (parts, _) = http::Request::builder()
+            .method("POST")
+            .uri("/")
+            .body(())
+            .unwrap()
+            .into_parts();
+        Exchange::new(
+            parts,
+            Body::full(body.to_owned()),
+            "192.0.2.1:5000".parse().unwrap(),
+            Default::default(),
+        )
+    }
+
+    fn with_response(mut ex: Exchange, content_type: &str, body: &str) -> Exchange {
+        ex.response = Some(
+            http::Response::builder()
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(Body::full(body.to_owned()))
+                .unwrap(),
+        );
+        ex
+    }
+
+    fn rejected(o: Outcome) -> Problem {
+        match o {
+            Outcome::Reject(p) => p,
+            other => panic!("not rejected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn xsd_mode_requests_and_responses() {
+        let dir = files();
+        let v = compile(dir.path(), serde_json::json!({"schema": "year.xsd"})).unwrap();
+        assert!(matches!(v, Validator::Xsd(_)));
+        assert!(!v.response_needs_request());
+        // Any Content-Type (none here) is validated.
+        assert!(matches!(
+            v.on_request(&mut exchange("<year>2024</year>")),
+            Outcome::Continue
+        ));
+        let p = rejected(v.on_request(&mut exchange("<year>\nsoon</year>")));
+        assert_eq!(p.status, 400);
+        assert_eq!(p.ty.kind, "validation");
+        let errors = &p.extra.as_ref().unwrap()["errors"];
+        assert_eq!(errors[0]["line"], 2, "{errors}");
+        assert!(errors[0]["message"].as_str().unwrap().contains("soon"));
+        assert!(p
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-validation-error-source" && v == "REQUEST"));
+        let p = rejected(v.on_request(&mut exchange("not xml")));
+        assert!(p.extra.unwrap()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not well-formed"));
+        // Empty bodies pass.
+        assert!(matches!(v.on_request(&mut exchange("")), Outcome::Continue));
+        let mut ex = with_response(exchange(""), "text/plain", "");
+        assert!(matches!(v.on_response(&mut ex), Outcome::Continue));
+        // Responses: 502 `response-validation`.
+        let mut ex = with_response(exchange(""), "application/xml", "<year>x</year>");
+        let p = rejected(v.on_response(&mut ex));
+        assert_eq!((p.status.as_u16(), p.ty.kind), (502, "response-validation"));
+        assert!(p
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-validation-error-source" && v == "RESPONSE"));
+        let mut ex = with_response(exchange(""), "application/xml", "<year>1999</year>");
+        assert!(matches!(v.on_response(&mut ex), Outcome::Continue));
+        // The gateway's own problems pass.
+        let mut ex = with_response(exchange(""), "application/problem+json", "{}");
+        assert!(matches!(v.on_response(&mut ex), Outcome::Continue));
+        // A compressed body cannot be read: refused rather than let through.
+        let mut ex = exchange("\x1f\u{8b}");
+        ex.request
+            .headers
+            .insert(http::header::CONTENT_ENCODING, "gzip".parse().unwrap());
+        let p = rejected(v.on_request(&mut ex));
+        assert!(p.extra.unwrap()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("compressed"));
+    }
+
+    #[test]
+    fn json_mode_requests_and_responses() {
+        let dir = files();
+        let v = compile(
+            dir.path(),
+            serde_json::json!({"jsonSchema": "age.json", "schemaVersion": "07", "failureHandler": "log"}),
+        )
+        .unwrap();
+        assert!(matches!(v, Validator::Json(_)));
+        assert!(matches!(
+            v.on_request(&mut exchange(r#"{"age": 3}"#)),
+            Outcome::Continue
+        ));
+        assert!(matches!(v.on_request(&mut exchange("")), Outcome::Continue));
+        let p = rejected(v.on_request(&mut exchange(r#"{"age": "old"}"#)));
+        assert_eq!((p.status.as_u16(), p.ty.kind), (400, "validation"));
+        let errors = &p.extra.as_ref().unwrap()["errors"];
+        assert_eq!(errors[0]["pointer"], "/age", "{errors}");
+        assert_eq!(errors[0]["keyword"], "type", "{errors}");
+        let p = rejected(v.on_request(&mut exchange("{")));
+        assert!(p.extra.unwrap()["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON"));
+        let mut ex = with_response(exchange(""), "application/json", r#"{"age": 1.5}"#);
+        let p = rejected(v.on_response(&mut ex));
+        assert_eq!((p.status.as_u16(), p.ty.kind), (502, "response-validation"));
+    }
+
+    #[test]
+    fn settings_that_mix_modes_are_load_errors() {
+        let dir = files();
+        let e = compile(
+            dir.path(),
+            serde_json::json!({"schema": "year.xsd", "jsonSchema": "age.json"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "jsonSchema");
+        assert!(e.message.contains("exactly one"), "{}", e.message);
+        let e = compile(
+            dir.path(),
+            serde_json::json!({"wsdl": "x.wsdl", "schema": "year.xsd"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "schema");
+        for (settings, key) in [
+            (
+                serde_json::json!({"schema": "year.xsd", "skipFaults": true}),
+                "skipFaults",
+            ),
+            (
+                serde_json::json!({"jsonSchema": "age.json", "skipFaults": true}),
+                "skipFaults",
+            ),
+            (
+                serde_json::json!({"schema": "year.xsd", "serviceName": "S"}),
+                "serviceName",
+            ),
+            (
+                serde_json::json!({"schema": "year.xsd", "schemaVersion": "07"}),
+                "schemaVersion",
+            ),
+            (
+                serde_json::json!({"schema": "year.xsd", "schemaMappings": {"schemas": []}}),
+                "schemaMappings",
+            ),
+            (serde_json::json!({"schema": "missing.xsd"}), "schema"),
+            (
+                serde_json::json!({"jsonSchema": "missing.json"}),
+                "jsonSchema",
+            ),
+            (serde_json::json!({}), ""),
+        ] {
+            let e = compile(dir.path(), settings.clone()).unwrap_err();
+            assert_eq!(e.key, key, "{settings}: {}", e.message);
+        }
+        // `skipFaults: false` is fine with any mode.
+        compile(
+            dir.path(),
+            serde_json::json!({"schema": "year.xsd", "skipFaults": false}),
+        )
+        .unwrap();
+        assert!(serde_json::from_value::<ValidatorSettings>(
+            serde_json::json!({"schema": "year.xsd", "failureHandler": "abort"})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn only_the_wsdl_mode_checks_soap() {
+        assert!(checks_soap(&serde_json::json!({})));
+        assert!(checks_soap(&serde_json::json!({"wsdl": "a.wsdl"})));
+        assert!(!checks_soap(&serde_json::json!({"schema": "a.xsd"})));
+        assert!(!checks_soap(&serde_json::json!({"jsonSchema": "a.json"})));
+    }
+
+    #[test]
+    fn skip_faults_lets_soap_faults_pass_in_requests_too() {
+        let wsdl = Arc::new(Wsdl::load(&shared("cities.wsdl")).unwrap());
+        let fault = "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body><s:Fault><faultcode>s:Server</faultcode><faultstring>x</faultstring></s:Fault></s:Body></s:Envelope>";
+        let strict = WsdlValidator::new(Arc::clone(&wsdl), None).unwrap();
+        assert!(strict.check(fault.as_bytes(), false).is_err());
+        strict.check(fault.as_bytes(), true).unwrap();
+        let skipping = WsdlValidator::new(wsdl, None)
+            .unwrap()
+            .with_skip_faults(true);
+        skipping.check(fault.as_bytes(), false).unwrap();
+        skipping.check(fault.as_bytes(), true).unwrap();
+        // Other messages are still validated.
+        assert!(skipping.check(b"<a/>", false).is_err());
+        // Through the settings.
+        let dir = tempfile::tempdir().unwrap();
+        let Location::File(path) = shared("cities.wsdl") else {
+            panic!("not a file")
+        };
+        let v = compile(
+            dir.path(),
+            serde_json::json!({"wsdl": path.to_string_lossy(), "skipFaults": true}),
+        )
+        .unwrap();
+        assert!(matches!(
+            v.on_request(&mut exchange(fault)),
+            Outcome::Continue
+        ));
     }
 }

@@ -77,9 +77,13 @@ impl Control {
                 .map_err(|e| anyhow::anyhow!("cannot start the etcd watch: {e}"))?;
             manager.attach_etcd(link);
         }
+        // Flows reach the admin service too (Membrane's `adminConsole`), with the same token.
+        let token = settings.as_ref().and_then(|s| s.token.clone());
+        let shared_admin = Arc::new(Admin::new(Arc::clone(&manager), token));
+        turnpike_admin::flow_service::install(Arc::clone(&shared_admin));
         let admin = match &settings {
             Some(s) => {
-                let admin = Arc::new(Admin::new(Arc::clone(&manager), s.token.clone()));
+                let admin = Arc::clone(&shared_admin);
                 Some(AdminServer::start(s, admin).map_err(|e| {
                     anyhow::anyhow!("cannot listen on {} for the admin API: {e}", s.listen)
                 })?)

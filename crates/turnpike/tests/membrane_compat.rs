@@ -137,17 +137,20 @@ fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
             "Membrane's `groovy` is not supported: scripts cannot run",
         ),
         (
-            "setProperty: { name: a, value: b }",
-            "exchange properties do not exist",
+            "wsSecurity: { secure: [] }",
+            "Membrane's `wsSecurity` is not supported",
         ),
-        ("adminConsole: {}", "/console"),
+        (
+            "oauth2authserver: {}",
+            "use an identity provider and `jwtAuth`",
+        ),
         (
             "template: { src: '<% out << 1 %>' }",
             "Groovy template code",
         ),
         (
-            "template: { src: '${property.city}' }",
-            "exchange properties",
+            "template: { src: '${exc.request.header}' }",
+            "unknown template",
         ),
     ] {
         let e = load_error(
@@ -341,7 +344,7 @@ api:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openapi_3_2_specs_are_read_and_what_3_2_adds_is_refused() {
+async fn openapi_3_2_specs_are_read_with_their_query_operations() {
     let dir = tempfile::tempdir().unwrap();
     let spec = |extra: &str| {
         format!(
@@ -372,8 +375,16 @@ async fn openapi_3_2_specs_are_read_and_what_3_2_adds_is_refused() {
         spec("    query:\n      responses: { '200': { description: ok } }\n"),
     )
     .unwrap();
-    let e = load_error(dir.path(), &yaml);
-    assert!(e.contains("OpenAPI 3.2's `query` is not supported"), "{e}");
+    // 3.2's `query` operations are served (with the method QUERY).
+    let gw = TestGateway::start(&yaml);
+    let r = send(
+        gw.addr(),
+        req("QUERY", "/v1/items")
+            .body(Full::new(Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -631,7 +642,7 @@ api:
         a,
         req("POST", "/")
             .header("x-tier", "gold")
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .body(Full::new(Bytes::new()))
             .unwrap(),
     )
     .await;
@@ -643,12 +654,14 @@ api:
     let dir = tempfile::tempdir().unwrap();
     let e = load_error(
         dir.path(),
-        "api:\n  port: 0\n  test: $.express\n  language: jsonpath\n  flow: [ { return: {} } ]\n",
+        "api:\n  port: 0\n  test: $.express[\n  language: jsonpath\n  flow: [ { return: {} } ]\n",
     );
-    assert!(
-        e.contains("api.test") && e.contains("not read before an API is chosen"),
-        "{e}"
+    assert!(e.contains("api.test"), "{e}");
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  test: response.status == 200\n  flow: [ { return: {} } ]\n",
     );
+    assert!(e.contains("`response` is not known yet"), "{e}");
     let e = load_error(
         dir.path(),
         "api:\n  port: 0\n  flow: [ { return: {} } ]\n---\napi:\n  port: 0\n  flow: [ { return: {} } ]\n",
@@ -966,4 +979,410 @@ async fn membranes_env_placeholders_and_argon2_passwords() {
         "api:\n  port: \"#{env.TURNPIKE_NOT_SET_ANYWHERE}\"\n  flow:\n    - return: {}\n",
     );
     assert!(e.contains("TURNPIKE_NOT_SET_ANYWHERE"), "{e}");
+}
+
+/// The gateway as its own process (the admin service is one per process), on `port`.
+struct GatewayProcess {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl GatewayProcess {
+    fn start(yaml: &str, port: u16) -> GatewayProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gw.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+            .args(["run", "-c"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the gateway did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        GatewayProcess { child, _dir: dir }
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_console_answers_on_an_apis_port_behind_its_flow() {
+    // Membrane's tutorials/getting-started/70-Admin-Web-Console.
+    let (console, other) = (free_port(), free_port());
+    let _gw = GatewayProcess::start(
+        &format!(
+            r#"api:
+  port: {console}
+  ip: 127.0.0.1
+  flow:
+    - basicAuthentication:
+        users:
+          - username: admin
+            password: admin
+    - adminConsole:
+        readOnly: true
+---
+api:
+  port: {other}
+  ip: 127.0.0.1
+  path:
+    uri: /jokes
+  flow:
+    - return:
+        status: 204
+"#
+        ),
+        console,
+    );
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], console));
+    let admin = [("authorization", "Basic YWRtaW46YWRtaW4=")];
+    assert_eq!(
+        get(addr, "/console").await.status,
+        401,
+        "the flow runs first"
+    );
+    let root = get_with(addr, "/", &admin).await;
+    assert_eq!(root.status, 302);
+    assert_eq!(root.header("location"), Some("/console"));
+    let page = get_with(addr, "/console", &admin).await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<html"), "{}", page.text());
+    let status = get_with(addr, "/admin/v1/status", &admin).await;
+    assert_eq!(status.status, 200);
+    let listeners = status.json()["listeners"].to_string();
+    assert!(listeners.contains(&format!(":{other}")), "{listeners}");
+    let reload = send(
+        addr,
+        req("POST", "/admin/v1/reload")
+            .header("authorization", "Basic YWRtaW46YWRtaW4=")
+            .body(Full::new(Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reload.status, 405, "read-only");
+    assert_eq!(reload.header("allow"), Some("GET, HEAD"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_urls_and_templates_speak_membranes_languages() {
+    // tutorials/transformation/10-POST-to-GET, getting-started/100-SetBody and 110-Template,
+    // and `path` written as a string (examples/mcp).
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path: /search
+  target:
+    method: GET
+    url: http://{}/products?sort=${{$.sort}}&limit=${{$.limit}}
+    language: jsonpath
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /spel
+  flow:
+    - request:
+      - setBody:
+          value: "Path: ${{path}} Headers: ${{header.keySet()}} Scopes: ${{scopes()}}"
+          language: spel
+      - return:
+          status: 200
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /now
+  flow:
+    - response:
+      - template:
+          src: "It is ${{new Date()}}"
+    - return:
+        status: 200
+"#,
+        backend.addr
+    ));
+    let addr = gw.addr();
+    let r = post_json(addr, "/search", r#"{"sort":"name","limit":2}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = backend.last();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(seen.uri, "/products?sort=name&limit=2");
+    let r = get_with(addr, "/spel", &[("x-a", "1")]).await;
+    assert!(
+        r.text().starts_with("Path: /spel Headers: ["),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("\"x-a\""), "{}", r.text());
+    assert!(r.text().ends_with("Scopes: []"), "{}", r.text());
+    let r = get(addr, "/now").await;
+    assert!(
+        r.text().starts_with("It is ") && r.text().contains(" UTC 20"),
+        "{}",
+        r.text()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  target:\n    url: http://127.0.0.1:1/a\n    language: jsonpath\n",
+    );
+    assert!(e.contains("no `${…}` expression"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wsdl2openapi_without_a_target_calls_the_wsdls_address_with_tags_and_statuses() {
+    // tutorials/wsdl-to-openapi/20-WSDL-to-OpenAPI-REST and 40-WSDL-Faults: no `target:`, the
+    // service address of the WSDL; `tag` and `status` per operation.
+    let backend = StaticServer::start(
+        r#"<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><p:createPartnerResponse xmlns:p="http://example.com/partner"><id>7</id></p:createPartnerResponse></s:Body></s:Envelope>"#,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/wsdl/partner.wsdl"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("partner.wsdl"),
+        text.replace(
+            "https://example.com/services/PartnerService",
+            &format!("http://{}/services/PartnerService", backend.addr),
+        ),
+    )
+    .unwrap();
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &file,
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /crm
+  flow:
+    - wsdl2openapi:
+        wsdl: partner.wsdl
+        description: Partners over REST
+        version: 2.1.0
+        operations:
+          createPartner:
+            method: POST
+            path: /partners
+            status: 201
+            tag: Partner
+"#,
+    )
+    .unwrap();
+    let gw = turnpike::start(vec![file]).unwrap();
+    let addr = gw.listeners()[0].1;
+    let r = send(
+        addr,
+        req("POST", "/crm/partners")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(
+                br#"{"name":"Alice","birthDate":"1990-01-02","kind":"PERSON","address":{"street":"Main","houseNumber":"1","postalCode":"53111","city":"Bonn","country":"DE"}}"#,
+            )))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json(), serde_json::json!({"id": 7}));
+    assert_eq!(backend.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let doc = get(addr, "/crm/api-docs").await.json();
+    assert_eq!(doc["info"]["description"], "Partners over REST");
+    assert_eq!(doc["info"]["version"], "2.1.0");
+    let op = &doc["paths"]["/partners"]["post"];
+    assert_eq!(op["tags"], serde_json::json!(["Partner"]));
+    assert!(op["responses"]["201"].is_object(), "{op}");
+    gw.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apis_route_on_xpath_and_jsonpath_tests_of_the_body() {
+    // tutorials/routing/30-Content-Based-Router and soap/70-Routing-by-Wrapper-Element, with the
+    // namespace prefix from an `xmlConfig` component.
+    let gw = TestGateway::start(
+        r#"components:
+  ns:
+    xmlConfig:
+      namespaces:
+        - prefix: c
+          uri: https://predic8.de/cities
+---
+api:
+  name: Express Orders
+  port: 0
+  ip: 127.0.0.1
+  test: $.express
+  language: jsonpath
+  flow:
+    - request:
+        - static:
+            src: Express order received.
+        - return:
+            status: 200
+---
+api:
+  name: City
+  port: 0
+  ip: 127.0.0.1
+  test: //c:getCity
+  language: xpath
+  flow:
+    - setBody:
+        value: getCity
+    - return:
+        status: 200
+---
+api:
+  name: Normal Orders
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - request:
+        - static:
+            src: Normal order received.
+        - return:
+            status: 200
+"#,
+    );
+    let addr = gw.addr();
+    let r = post_json(addr, "/", r#"{"express":true}"#).await;
+    assert_eq!(r.text(), "Express order received.");
+    let r = post_json(addr, "/", r#"{"express":false}"#).await;
+    assert_eq!(r.text(), "Normal order received.");
+    let city = r#"<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><c:getCity xmlns:c="https://predic8.de/cities"><name>Bonn</name></c:getCity></s:Body></s:Envelope>"#;
+    let r = post_as(addr, "/", "text/xml", city).await;
+    assert_eq!(r.text(), "getCity");
+    let other = city.replace("https://predic8.de/cities", "urn:other");
+    let r = post_as(addr, "/", "text/xml", &other).await;
+    assert_eq!(r.text(), "Normal order received.");
+    let r = get(addr, "/").await;
+    assert_eq!(r.text(), "Normal order received.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_apis_run_in_process_for_targets_and_destinations() {
+    // tutorials/routing/20-Internal-API and examples/routing-traffic/content-based-router.
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path: /hello
+  flow:
+    - response:
+        - setHeader:
+            name: X-Outer
+            value: seen
+  target:
+    url: internal://api-a
+---
+internal:
+  name: api-a
+  flow:
+    - request:
+        - setHeader:
+            name: X-Inner
+            value: a
+        - static:
+            src: Hello from the internal API
+        - return:
+            status: 200
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /orders
+  flow:
+    - request:
+        - if:
+            test: //order
+            language: xpath
+            flow:
+              - destination:
+                  url: internal://order
+        - if:
+            test: //order[@express='yes']
+            language: xpath
+            flow:
+              - destination:
+                  url: internal://express
+---
+internal:
+  name: order
+  flow:
+    - static:
+        src: Normal order received.
+    - return:
+        status: 200
+---
+internal:
+  name: express
+  target:
+    url: internal://backend
+---
+api:
+  name: backend
+  port: 0
+  ip: 127.0.0.1
+  path: /never
+  target:
+    url: http://{}
+---
+internal:
+  name: loop
+  target:
+    url: internal://loop
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /loop
+  target:
+    url: internal://loop
+"#,
+        backend.addr
+    ));
+    let addr = gw.addr();
+    let r = get(addr, "/hello").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "Hello from the internal API");
+    assert_eq!(r.header("x-outer"), Some("seen"));
+    let r = post_as(addr, "/orders", "application/xml", "<order express='no'/>").await;
+    assert_eq!(r.text(), "Normal order received.");
+    // Express: the last destination wins, and that internal API forwards to a named API,
+    // whose target is a backend.
+    let r = post_as(addr, "/orders", "application/xml", "<order express='yes'/>").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(backend.last().uri, "/orders");
+    assert_eq!(backend.last().body, "<order express='yes'/>");
+    let r = post_as(addr, "/orders", "application/xml", "<invoice/>").await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:no-target");
+    let r = get(addr, "/loop").await;
+    assert_eq!(r.status, 500);
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "api:\n  port: 0\n  target:\n    url: internal://nope\n",
+    );
+    assert!(e.contains("no API is named `nope`"), "{e}");
 }

@@ -40,9 +40,12 @@ pub struct ApiConfig {
     #[serde(default)]
     pub test: Option<String>,
     /// The language of `test`: CEL, or Membrane's SpEL (`spel`, also tried when `test` is not
-    /// CEL).
+    /// CEL), or `xpath` / `jsonpath` on the request's body (read before routing then).
     #[serde(default)]
     pub language: Option<String>,
+    /// Namespace prefixes of an XPath `test` (Membrane's `xmlConfig`).
+    #[serde(default)]
+    pub xml_config: Option<XmlConfig>,
     /// The ordered list of policies run for each request (and, in reverse, each response).
     #[serde(default)]
     pub flow: Vec<PolicyConfig>,
@@ -93,9 +96,46 @@ pub struct RouteConfig {
     pub flow: Vec<PolicyConfig>,
 }
 
-/// The path an API matches.
+/// `internal:`: an API without a port of its own, run in-process when another API's target (or
+/// `destination`) is `internal://NAME`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct InternalConfig {
+    /// The name the `internal://` URLs use.
+    pub name: String,
+    /// What the API is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The policies run for each request (and, in reverse, each response).
+    #[serde(default)]
+    pub flow: Vec<PolicyConfig>,
+    /// Where requests are forwarded (another `internal://` API, or a backend).
+    #[serde(default)]
+    pub target: Option<TargetConfig>,
+}
+
+/// Membrane's `xmlConfig`: the namespace prefixes XPath expressions use.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct XmlConfig {
+    /// `{ prefix, uri }` pairs.
+    #[serde(default)]
+    pub namespaces: Vec<XmlNamespace>,
+}
+
+/// A namespace prefix.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct XmlNamespace {
+    /// The prefix.
+    pub prefix: String,
+    /// The namespace URI.
+    pub uri: String,
+}
+
+/// The path an API matches: `{ uri, isRegExp }`, or the `uri` alone (`path: /mcp`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(from = "PathInput")]
 pub struct PathConfig {
     /// A prefix (`/shop/`), a template with parameters (`/items/{id}`, matched in full), or a
     /// regular expression when `isRegExp` is set.
@@ -103,6 +143,66 @@ pub struct PathConfig {
     /// Treat `uri` as a regular expression matched against the path.
     #[serde(default)]
     pub is_reg_exp: Flag,
+}
+
+/// `path:` as written.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(untagged)]
+pub enum PathInput {
+    /// The `uri` alone.
+    Uri(String),
+    /// `{ uri, isRegExp }`.
+    Full(PathFields),
+}
+
+/// `path: { uri, isRegExp }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PathFields {
+    /// A prefix (`/shop/`), a template with parameters (`/items/{id}`, matched in full), or a
+    /// regular expression when `isRegExp` is set.
+    pub uri: String,
+    /// Treat `uri` as a regular expression matched against the path.
+    #[serde(default)]
+    pub is_reg_exp: Flag,
+}
+
+impl<'de> Deserialize<'de> for PathInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Input;
+        impl<'de> serde::de::Visitor<'de> for Input {
+            type Value = PathInput;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a path (`/shop/`) or `{ uri, isRegExp }`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PathInput, E> {
+                Ok(PathInput::Uri(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<PathInput, A::Error> {
+                PathFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(PathInput::Full)
+            }
+        }
+        d.deserialize_any(Input)
+    }
+}
+
+impl From<PathInput> for PathConfig {
+    fn from(p: PathInput) -> Self {
+        match p {
+            PathInput::Uri(uri) => PathConfig {
+                uri,
+                is_reg_exp: Flag::default(),
+            },
+            PathInput::Full(f) => PathConfig {
+                uri: f.uri,
+                is_reg_exp: f.is_reg_exp,
+            },
+        }
+    }
 }
 
 /// The backend an API forwards to.
@@ -124,6 +224,11 @@ pub struct TargetConfig {
     /// Send requests with this method instead of the client's (Membrane's `target.method`).
     #[serde(default)]
     pub method: Option<String>,
+    /// The language of the expressions in `url`'s path and query: the built-in placeholders
+    /// (default, or `spel`), `jsonpath` or `xpath` on the request's body (Membrane's
+    /// `target.language`).
+    #[serde(default)]
+    pub language: Option<String>,
     /// TLS to the backend (implied by an `https://` URL).
     #[serde(default)]
     pub ssl: Option<TargetSsl>,

@@ -55,6 +55,9 @@ pub enum Document {
     Admin(Box<AdminConfig>),
     /// Metrics, traces and the store of recent exchanges.
     Telemetry(Box<TelemetryConfig>),
+    /// An API without a port, reached only from other APIs' `internal://NAME` targets
+    /// (Membrane's `internal:`).
+    Internal(Box<InternalConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the

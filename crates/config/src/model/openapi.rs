@@ -38,6 +38,67 @@ pub struct OpenApiSource {
     /// the address its published document names.
     #[serde(default)]
     pub rewrite: Option<OpenApiRewrite>,
+    /// Check each operation's `security` requirements (and the spec's global ones) against
+    /// the credentials the flow's authentication policies accepted: 401/403 otherwise
+    /// (Membrane's `validateSecurity`). `yes` also validates requests; `asInOpenAPI` (the
+    /// default) takes `x-membrane-validation.security` of the spec (off when absent).
+    #[serde(default)]
+    pub validate_security: YesNoOpenApi,
+}
+
+/// `yes`, `no` (or `true`/`false`, `on`/`off`), or `asInOpenAPI`: as the spec's
+/// `x-membrane-validation` extension says (Membrane's `YesNoOpenAPIOption`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum YesNoOpenApi {
+    /// On.
+    Yes,
+    /// Off.
+    No,
+    /// As the spec says.
+    #[default]
+    AsInOpenApi,
+}
+
+impl<'de> Deserialize<'de> for YesNoOpenApi {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = YesNoOpenApi;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("yes, no (or true/false) or asInOpenAPI")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<YesNoOpenApi, E> {
+                Ok(if v {
+                    YesNoOpenApi::Yes
+                } else {
+                    YesNoOpenApi::No
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<YesNoOpenApi, E> {
+                match v.to_ascii_lowercase().as_str() {
+                    "yes" | "on" | "true" | "y" => Ok(YesNoOpenApi::Yes),
+                    "no" | "off" | "false" | "n" => Ok(YesNoOpenApi::No),
+                    "asinopenapi" => Ok(YesNoOpenApi::AsInOpenApi),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for YesNoOpenApi {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "YesNoOpenApi".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                {"type": "boolean"},
+                {"enum": ["yes", "no", "on", "off", "true", "false", "asInOpenAPI"]}
+            ]
+        })
+    }
 }
 
 /// `openapi[].rewrite`.

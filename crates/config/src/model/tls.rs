@@ -22,6 +22,8 @@ pub struct SslConfig {
     pub ciphers: Vec<String>,
     /// Ask clients for a certificate (mutual TLS).
     pub client_auth: Option<ClientAuth>,
+    /// Log failed TLS handshakes as warnings (default); `false` logs them at debug level.
+    pub show_ssl_exceptions: bool,
 }
 
 /// `ssl:` on an API as written: `key` is a PEM file, or Membrane's
@@ -48,6 +50,10 @@ pub struct SslInput {
     /// Ask clients for a certificate (mutual TLS).
     #[serde(default)]
     pub client_auth: Option<ClientAuth>,
+    /// Log failed TLS handshakes as warnings (default true, Membrane's `showSSLExceptions`);
+    /// `false` logs them at debug level.
+    #[serde(default, rename = "showSSLExceptions")]
+    pub show_ssl_exceptions: Option<Flag>,
 }
 
 /// `ssl.key`: a PEM file, or Membrane's key with its certificates.
@@ -108,6 +114,7 @@ impl TryFrom<SslInput> for SslConfig {
             protocols: i.protocols,
             ciphers: i.ciphers,
             client_auth: i.client_auth,
+            show_ssl_exceptions: i.show_ssl_exceptions.is_none_or(|f| f.0),
         })
     }
 }
@@ -185,4 +192,8 @@ pub struct TargetSsl {
     /// Do not verify the backend's certificate. Never in production; logged as a warning.
     #[serde(default)]
     pub insecure_skip_verify: Flag,
+    /// Log failed TLS handshakes with the backend as warnings (default true, Membrane's
+    /// `showSSLExceptions`); `false` logs them at debug level.
+    #[serde(default, rename = "showSSLExceptions")]
+    pub show_ssl_exceptions: Option<Flag>,
 }

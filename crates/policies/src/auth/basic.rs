@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
 use turnpike_config::BasicUser;
-use turnpike_core::exchange::Identity;
+use turnpike_core::exchange::{AuthMethod, Authentication, Identity};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 use turnpike_core::{Exchange, Outcome, Policy};
 
@@ -211,6 +211,10 @@ impl Policy for BasicAuth {
         if self.hide {
             ex.request.headers.remove(http::header::AUTHORIZATION);
         }
+        ex.record_authentication(Authentication {
+            method: AuthMethod::Basic,
+            scopes: Vec::new(),
+        });
         let identity = Identity {
             subject: Some(user),
             ..Default::default()

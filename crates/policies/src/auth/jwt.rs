@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::watch;
 use turnpike_config::fetch::{http_get_text, Wanted};
-use turnpike_core::exchange::Identity;
+use turnpike_core::exchange::{AuthMethod, Authentication, Identity};
 use turnpike_core::{problems, Exchange, Outcome, Policy, Problem, Resume, Wait};
 use turnpike_core::{CompileContext, CompileError, PolicyFactory};
 
@@ -490,8 +490,13 @@ impl Inner {
             .as_deref()
             .and_then(|s| self.consumers.by_subject(s))
             .cloned();
+        let granted = scopes(&claims);
+        ex.record_authentication(Authentication {
+            method: AuthMethod::Jwt,
+            scopes: granted.clone(),
+        });
         let identity = Identity {
-            scopes: scopes(&claims),
+            scopes: granted,
             subject,
             claims: Some(Arc::new(claims)),
             ..Default::default()

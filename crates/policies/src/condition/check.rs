@@ -82,6 +82,7 @@ fn var_ty(v: Var) -> Ty {
         }
         Var::ConsumerGroups => Ty::List(Box::new(Ty::Str)),
         Var::Jwt | Var::Properties => Ty::Map(Box::new(Ty::Dyn)),
+        Var::Scopes => Ty::List(Box::new(Ty::Str)),
         Var::ApiName => Ty::Str,
         Var::ResponseStatus => Ty::Int,
     }
@@ -576,6 +577,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "contains" if member => (Func::Contains, 2, Some(Ty::Str), Ty::Bool),
         "lowerAscii" if member => (Func::LowerAscii, 1, Some(Ty::Str), Ty::Str),
         "upperAscii" if member => (Func::UpperAscii, 1, Some(Ty::Str), Ty::Str),
+        "trim" if member => (Func::Trim, 1, Some(Ty::Str), Ty::Str),
         "matches" => {
             let [s, pattern] = args.as_slice() else {
                 return fail(e, "`matches` takes a string and a pattern");
@@ -630,6 +632,19 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             };
             return Ok((node, Ty::Bool));
         }
+        "user" if !member && args.is_empty() => {
+            return Ok((Node::Var(Var::ConsumerName), Ty::Str));
+        }
+        "scopes" if !member && args.is_empty() => {
+            return Ok((Node::Var(Var::Scopes), Ty::List(Box::new(Ty::Str))));
+        }
+        "keySet" | "keys" if member && args.len() == 1 => {
+            let (m, t) = value(args[0], scope)?;
+            if !matches!(t, Ty::Map(_) | Ty::Dyn) {
+                return fail(e, format!("`{name}()` takes a map, this is a {t}"));
+            }
+            return Ok((Node::Call(Func::Keys, vec![m]), Ty::List(Box::new(Ty::Str))));
+        }
         "hasScope" if !member => {
             let [s] = args.as_slice() else {
                 return fail(e, "`hasScope` takes one scope");
@@ -643,7 +658,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, int, uint, double, string, hasScope, isXML, isJSON, jsonPath)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, trim, int, uint, double, string, hasScope, isXML, isJSON, jsonPath, user, scopes, keySet)"
                 ),
             )
         }

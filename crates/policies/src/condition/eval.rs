@@ -43,6 +43,8 @@ pub(crate) enum Var {
     Properties,
     /// The API's name.
     ApiName,
+    /// The scopes the credentials grant (Membrane's `scopes()`).
+    Scopes,
 }
 
 /// A comparison.
@@ -73,10 +75,15 @@ pub(crate) enum Func {
     Contains,
     LowerAscii,
     UpperAscii,
+    /// A string without leading and trailing whitespace and control characters (Java's
+    /// `String.trim()`: everything up to U+0020).
+    Trim,
     Int,
     Uint,
     Double,
     String,
+    /// The keys of a map (Membrane's `keySet()`).
+    Keys,
 }
 
 /// A checked expression.
@@ -414,6 +421,45 @@ impl<'a> M<'a> {
         }
     }
 
+    /// The keys, in the map's order.
+    fn keys(self) -> Vec<V<'a>> {
+        let owned = |k: &str| V::Str(Cow::Owned(k.to_owned()));
+        match self {
+            M::Headers(h) => h
+                .keys()
+                .map(|k| V::Str(Cow::Borrowed(k.as_str())))
+                .collect(),
+            M::Query(ex) => ex
+                .request
+                .uri
+                .query()
+                .map(|q| {
+                    q.split('&')
+                        .filter(|p| !p.is_empty())
+                        .map(|p| owned(p.split('=').next().unwrap_or("")))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            M::PathParams(_, names) => names
+                .iter()
+                .map(|n| V::Str(Cow::Borrowed(n.as_str())))
+                .collect(),
+            M::Env(e) => e
+                .keys()
+                .map(|k| V::Str(Cow::Borrowed(k.as_str())))
+                .collect(),
+            M::Json(o) => o
+                .keys()
+                .map(|k| V::Str(Cow::Borrowed(k.as_str())))
+                .collect(),
+            M::Properties(ex) => ex
+                .extensions
+                .get::<turnpike_core::properties::Properties>()
+                .map(|p| p.names().map(|n| V::Str(Cow::Borrowed(n))).collect())
+                .unwrap_or_default(),
+        }
+    }
+
     fn len(self) -> usize {
         match self {
             M::Headers(h) => h.keys_len(),
@@ -527,6 +573,16 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Var::Env => Ok(V::Map(M::Env(&scope.env))),
         Var::Properties => Ok(V::Map(M::Properties(ex))),
         Var::ApiName => borrowed(&scope.api_name),
+        Var::Scopes => Ok(V::List(L::Owned(
+            ex.identity()
+                .map(|i| {
+                    i.scopes
+                        .iter()
+                        .map(|s| V::Str(Cow::Borrowed(s.as_str())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ))),
     }
 }
 
@@ -795,6 +851,13 @@ fn call<'a>(f: Func, a: V<'a>, b: Option<V<'a>>) -> R<V<'a>> {
         (Func::Contains, V::Str(s)) => V::Bool(s.contains(&*strs(b)?)),
         (Func::LowerAscii, V::Str(s)) => V::Str(Cow::Owned(s.to_ascii_lowercase())),
         (Func::UpperAscii, V::Str(s)) => V::Str(Cow::Owned(s.to_ascii_uppercase())),
+        (Func::Trim, V::Str(s)) => {
+            let blank = |c: char| c <= ' ';
+            V::Str(match s {
+                Cow::Borrowed(b) => Cow::Borrowed(b.trim_matches(blank)),
+                Cow::Owned(o) => Cow::Owned(o.trim_matches(blank).to_owned()),
+            })
+        }
         (Func::Int, V::Str(s)) => V::Int(s.trim().parse().map_err(|_| EvalError("not an int"))?),
         (Func::Int, V::Int(i)) => V::Int(i),
         (Func::Int, V::Uint(u)) => V::Int(i64::try_from(u).map_err(|_| EvalError("overflow"))?),
@@ -811,6 +874,7 @@ fn call<'a>(f: Func, a: V<'a>, b: Option<V<'a>>) -> R<V<'a>> {
         (Func::String, V::Uint(u)) => V::Str(Cow::Owned(u.to_string())),
         (Func::String, V::Double(d)) => V::Str(Cow::Owned(d.to_string())),
         (Func::String, V::Bool(b)) => V::Str(Cow::Borrowed(if b { "true" } else { "false" })),
+        (Func::Keys, V::Map(m)) => V::List(L::Owned(m.keys())),
         _ => return Err(EvalError("no such function for this value")),
     })
 }

@@ -296,29 +296,44 @@ impl ValueExpr {
     }
 }
 
+impl turnpike_core::template::Placeholder for ValueExpr {
+    fn render(&self, ex: &Exchange, _: turnpike_core::jsonpath::Message, out: &mut String) {
+        if let Some(t) = self.text(ex) {
+            out.push_str(&t);
+        }
+    }
+
+    fn needs_body(&self) -> bool {
+        self.reads_body
+    }
+
+    fn reads_request(&self) -> bool {
+        true
+    }
+}
+
 impl turnpike_core::RouteTest for Condition {
     fn matches(&self, ex: &Exchange) -> bool {
         self.holds(ex)
     }
+
+    fn reads_body(&self) -> bool {
+        self.reads_body
+    }
 }
 
 /// Compiles an API's `test` (Membrane's routing condition) in `language` (CEL, or SpEL as for
-/// `if`): a condition on the request head, checked when a request is routed. JSONPath and XPath
-/// tests (on the body) and tests of the response are errors.
+/// `if`, or XPath/JSONPath on the request's body, with `namespaces` for XPath): checked when a
+/// request is routed. A test of the response is an error.
 pub fn route_test(
     source: &str,
     language: Option<&str>,
+    namespaces: &[(String, String)],
 ) -> Result<Arc<dyn turnpike_core::RouteTest>, String> {
-    if let Some(l @ ("jsonpath" | "xpath")) = language.map(str::to_ascii_lowercase).as_deref() {
-        return Err(format!(
-            "`language: {l}` tests the body, which is not read before an API is chosen: route on the method, path, query or headers, or use `if` in one API's flow"
-        ));
-    }
-    let language = language.map(str::to_ascii_lowercase);
-    let c =
-        Condition::compile_with_language(source, language.as_deref(), &[], check::environment())
-            .map_err(|e| format!("{} (line {}, column {})", e.message, e.line, e.column))?;
-    if c.reads_response {
+    let c = Condition::compile_test(source, language, namespaces, &[], "", check::environment())
+        .map_err(|e| format!("{} (line {}, column {})", e.message, e.line, e.column))?;
+    // XPath and JSONPath tests read the current message, the request when routing.
+    if c.reads_response && !c.reads_body && !c.node.reads_message() {
         return Err("a routing test reads the request only: `response` is not known yet".into());
     }
     Ok(Arc::new(c))

@@ -331,3 +331,24 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn trim_removes_blanks_as_java_does() {
+    let mut ex = full();
+    ex.request
+        .headers
+        .insert("x-pad", " \t[1] \t".parse().unwrap());
+    for src in [
+        r#"request.headers["x-pad"].trim().startsWith("[")"#,
+        r#"request.headers["x-pad"].trim() == "[1]""#,
+        r#"request.headers["x-pad"].trim().size() == 3"#,
+        r#"request.headers["x-tier"].trim() == "gold""#,
+        r#""".trim() == """#,
+    ] {
+        assert!(cond(src).holds(&ex), "{src}");
+    }
+    assert!(!cond(r#"request.headers["x-pad"].startsWith("[")"#).holds(&ex));
+    // A member of strings only, without arguments.
+    assert!(error("request.method.trim(1) == \"\"").message.contains("argument"));
+    assert!(error("trim(request.method) == \"\"").message.contains("trim"));
+}

@@ -22,6 +22,10 @@ pub(crate) struct RestOp {
     pub(crate) name: String,
     pub(crate) method: Method,
     pub(crate) path: String,
+    /// Its tag in the generated OpenAPI document.
+    pub(crate) tag: Option<String>,
+    /// The status of a successful answer.
+    pub(crate) status: http::StatusCode,
     pub(crate) segments: Vec<Seg>,
     pub(crate) soap_action: String,
     pub(crate) input: Particle,

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{header, HeaderValue, Method, Response};
+use http::{header, HeaderValue, Method, Response, StatusCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -90,6 +90,12 @@ pub struct Wsdl2OpenApiSettings {
     /// Per-operation REST mapping (default: `POST <api path>/<operation in kebab-case>`).
     #[serde(default)]
     pub operations: BTreeMap<String, RestOperation>,
+    /// The description of the generated OpenAPI document.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The version of the generated OpenAPI document (default `1.0`).
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// How one WSDL operation is offered over REST.
@@ -103,6 +109,12 @@ pub struct RestOperation {
     /// (default `/<operation in kebab-case>`). Query parameters fill children of the same name.
     #[serde(default)]
     pub path: Option<String>,
+    /// The tag of the operation in the generated OpenAPI document (grouping in viewers).
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// The status of a successful answer (default 200).
+    #[serde(default)]
+    pub status: Option<u16>,
 }
 
 impl PolicyFactory for Wsdl2OpenApi {
@@ -206,10 +218,24 @@ impl Wsdl2OpenApi {
                 })?;
             let output = particle(&mut builder, true)
                 .map_err(|m| CompileError::new("wsdl", format!("operation `{}`: {m}", op.name)))?;
+            let status = match mapping.and_then(|m| m.status) {
+                None => StatusCode::OK,
+                Some(s) => StatusCode::from_u16(s)
+                    .ok()
+                    .filter(|s| s.is_success())
+                    .ok_or_else(|| {
+                        CompileError::new(
+                            key("status"),
+                            format!("`{s}` is not a success status (2xx)"),
+                        )
+                    })?,
+            };
             ops.push(RestOp {
                 name: op.name.clone(),
                 method,
                 path,
+                tag: mapping.and_then(|m| m.tag.clone()),
+                status,
                 segments,
                 soap_action: op.soap_action.clone(),
                 input,
@@ -262,7 +288,13 @@ impl Wsdl2OpenApi {
         }
         let prefix = api_prefix.trim_end_matches('/').to_owned();
         let service = wsdl.service_of(port).unwrap_or("SOAP service").to_owned();
-        let openapi = openapi::openapi(&service, &prefix, &ops, &model, port.version);
+        let mut openapi = openapi::openapi(&service, &prefix, &ops, &model, port.version);
+        if let Some(d) = &c.description {
+            openapi["info"]["description"] = d.as_str().into();
+        }
+        if let Some(v) = &c.version {
+            openapi["info"]["version"] = v.as_str().into();
+        }
         let endpoint = PathAndQuery::try_from(address_path(&port.address))
             .unwrap_or(PathAndQuery::from_static("/"));
         Ok(Wsdl2OpenApi {
@@ -541,8 +573,14 @@ impl Policy for Wsdl2OpenApi {
         let status = res.status();
         let bytes = ex.response_bytes().cloned().unwrap_or_default();
         match self.response_json(op, &bytes) {
+            Ok(_) if status.is_success() && no_body(op.status) => {
+                let mut r = Response::new(Body::Empty);
+                *r.status_mut() = op.status;
+                Outcome::Respond(r)
+            }
             Ok(v) if status.is_success() => {
                 let mut r = Response::new(Body::full(v.to_string()));
+                *r.status_mut() = op.status;
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
@@ -556,6 +594,11 @@ impl Policy for Wsdl2OpenApi {
             Err(p) => Outcome::Reject(*p),
         }
     }
+}
+
+/// Statuses whose answers have no body.
+fn no_body(status: StatusCode) -> bool {
+    status == StatusCode::NO_CONTENT || status == StatusCode::RESET_CONTENT
 }
 
 fn invalid(errors: Vec<String>) -> Problem {

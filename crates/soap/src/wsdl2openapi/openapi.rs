@@ -104,11 +104,20 @@ pub(super) fn openapi(
             "operationId": op.name,
             "summary": format!("SOAP operation {} (SOAPAction `{}`)", op.name, op.soap_action),
             "responses": {
-                "200": {"description": "The operation's response", "content": {"application/json": {"schema": output}}},
                 "400": {"description": "Invalid request, or a client fault of the service", "content": problem_ref},
                 "502": {"description": "A server fault of the service, or an unreadable answer", "content": problem_ref},
             }
         });
+        o["responses"][op.status.as_str()] = if op.status == http::StatusCode::NO_CONTENT
+            || op.status == http::StatusCode::RESET_CONTENT
+        {
+            json!({"description": "The operation succeeded"})
+        } else {
+            json!({"description": "The operation's response", "content": {"application/json": {"schema": output}}})
+        };
+        if let Some(t) = &op.tag {
+            o["tags"] = json!([t]);
+        }
         let mut params = Vec::new();
         for s in &op.segments {
             if let Seg::Param(p) = s {

@@ -1,0 +1,487 @@
+//! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
+//! `replace`, `paddingHeader`, `greaser`, `formValidation` and `limit`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn post(addr: SocketAddr, path: &str, content_type: &str, body: &str) -> Reply {
+    send(
+        addr,
+        req("POST", path)
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap(),
+    )
+    .await
+}
+
+/// Sends `payload` on a new connection and reads until the gateway closes it or `within`
+/// passes.
+async fn raw(addr: SocketAddr, payload: &[u8], within: Duration) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(payload).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    let end = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(end.into(), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.windows(4).any(|w| w == b"\r\n\r\n") && out.ends_with(b"}") {
+                    break;
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A chunked POST of `chunks` chunks of `size` bytes each.
+fn chunked_post(path: &str, content_type: &str, chunks: usize, size: usize) -> Vec<u8> {
+    let mut p = format!(
+        "POST {path} HTTP/1.1\r\nHost: test.local\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    for _ in 0..chunks {
+        p.extend_from_slice(format!("{size:x}\r\n").as_bytes());
+        p.extend(std::iter::repeat_n(b'1', size));
+        p.extend_from_slice(b"\r\n");
+    }
+    p.extend_from_slice(b"0\r\n\r\n");
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_sets_the_selected_json_values_as_membranes_example_does() {
+    // `examples/message-transformation/replace/apis.yaml`.
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - replace:
+        jsonPath: $.user.name
+        with: Bob
+    - return: {}
+"#,
+    );
+    let r = post(
+        gw.addr(),
+        "/",
+        "application/json",
+        r#"{"user": {"name": "Alice", "age": 30}, "id": 1}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), r#"{"user":{"name":"Bob","age":30},"id":1}"#);
+    assert_eq!(r.header("content-length"), Some("39"));
+    // No such member: unchanged, byte for byte.
+    let r = post(
+        gw.addr(),
+        "/",
+        "application/json",
+        r#"{"shop": {"name": "x"}}"#,
+    )
+    .await;
+    assert_eq!(r.text(), r#"{"shop": {"name": "x"}}"#);
+    // Not JSON by its type: unchanged.
+    let r = post(gw.addr(), "/", "text/plain", r#"{"user":{"name":"Alice"}}"#).await;
+    assert_eq!(r.text(), r#"{"user":{"name":"Alice"}}"#);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_changes_the_backends_response_and_xml() {
+    let backend = Backend::start().await;
+    let yaml = format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /json }}
+  flow:
+    - replace:
+        expression: $.items[*].price
+        language: jsonpath
+        with: "0"
+    - response:
+        - setHeader: {{ name: Content-Type, value: application/json }}
+  target: {{ url: "http://127.0.0.1:{}" }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /xml }}
+  flow:
+    - request:
+        - replace:
+            expression: //order/@customer | //note
+            language: xpath
+            with: anonymous & co
+    - return: {{}}
+"#,
+        backend.port()
+    );
+    let gw = TestGateway::start(&yaml);
+    // The request is text, so the backend gets it as sent; its echo is JSON by the time the
+    // replace runs in the response phase.
+    let sent = r#"{"items":[{"price":10,"n":"a"},{"price":2.5}]}"#;
+    let r = post(gw.addr(), "/json", "text/plain", sent).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.last().body, sent);
+    assert_eq!(
+        r.text(),
+        r#"{"items":[{"price":"0","n":"a"},{"price":"0"}]}"#
+    );
+    let r = post(
+        gw.addr(),
+        "/xml",
+        "application/xml",
+        r#"<order customer="Ann"><note>call first</note><item/></order>"#,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.text(),
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<order customer=\"anonymous &amp; co\"><note>anonymous &amp; co</note><item/></order>\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padding_header_pads_request_and_response_as_membranes_example_does() {
+    // `examples/security/padding-header/api.yaml`, against a local backend.
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - paddingHeader:
+        roundUp: 20
+        constant: 5
+        random: 10
+  target:
+    url: http://127.0.0.1:{}
+"#,
+        backend.port()
+    ));
+    let mut lengths = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let r = post(gw.addr(), "/products", "text/plain", "hello").await;
+        assert_eq!(r.status, 200);
+        // At most 19 + 5 + 9 characters; the HTTP parsers drop a leading or trailing space.
+        let seen = backend.last();
+        let sent = seen.headers.get("x-padding").unwrap().as_bytes().len();
+        assert!((1..=33).contains(&sent), "{sent}");
+        let back = r.headers.get("x-padding").unwrap().as_bytes().len();
+        assert!((1..=33).contains(&back), "{back}");
+        lengths.insert(back);
+    }
+    assert!(lengths.len() > 1, "the length varies: {lengths:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_greaser_greases_responses_as_membranes_example_does() {
+    // `examples/api-testing/api-greasing/apis.yaml`.
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - response:
+        - beautifier: {}
+        - greaser:
+            strategies:
+              - greaseJson:
+                  shuffleFields: true
+                  additionalProperties: true
+    - return: {}
+"#,
+    );
+    let sent = r#"{"id":1,"name":"Mango","price":2.5,"tags":[{"a":1,"b":2}]}"#;
+    for _ in 0..10 {
+        let r = post(gw.addr(), "/", "application/json", sent).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.header("x-grease"),
+            Some("JSON fields shuffled, Added random JSON fields")
+        );
+        let v = r.json();
+        assert_eq!(v["grease"], "Field added by Membrane's Grease plugin");
+        assert_eq!(
+            v["tags"][0]["grease"],
+            "Field added by Membrane's Grease plugin"
+        );
+        assert_eq!(v["name"], "Mango");
+        assert_eq!(v["tags"][0]["b"], 2);
+        // The members are in another order than sent (with the grease member, in another one
+        // than the sent members followed by it).
+        let text = r.text();
+        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+        assert!(
+            !(at("id") < at("name")
+                && at("name") < at("price")
+                && at("price") < at("tags")
+                && at("tags") < at("grease")),
+            "{text}"
+        );
+    }
+    // Not JSON: untouched, no header.
+    let r = post(gw.addr(), "/", "text/plain", r#"{"a":1,"b":2}"#).await;
+    assert_eq!(r.text(), r#"{"a":1,"b":2}"#);
+    assert!(r.header("x-grease").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greaser_at_rate_zero_never_greases() {
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - greaser:
+        rate: 0
+        strategies:
+          - greaseJson: {}
+    - return: {}
+"#,
+    );
+    for _ in 0..10 {
+        let r = post(gw.addr(), "/", "application/json", r#"{"a":1,"b":2}"#).await;
+        assert_eq!(r.text(), r#"{"a":1,"b":2}"#);
+        assert!(r.header("x-grease").is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn form_validation_checks_query_and_form_fields_as_membranes_example_does() {
+    // `examples/validation/form/apis.yaml`, against a local backend.
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - formValidation:
+        - name: name
+          regex: '[a-zA-Z]+'
+        - name: age
+          regex: '\d{{1,3}}'
+  target:
+    url: http://127.0.0.1:{}/shop/v2/products
+"#,
+        backend.port()
+    ));
+    let r = get(gw.addr(), "/?name=abc").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.count(), 1);
+    let r = get(gw.addr(), "/?name=abc1").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let p = r.json();
+    assert_eq!(p["type"], "urn:turnpike:problem:validation");
+    assert_eq!(p["detail"], "Parameter name=abc1 didn't match [a-zA-Z]+");
+    assert_eq!(backend.count(), 1, "a refused request is not forwarded");
+    // Absent fields pass.
+    assert_eq!(get(gw.addr(), "/?other=1").await.status, 200);
+    // Form bodies count too; other bodies are not read as forms.
+    let form = "application/x-www-form-urlencoded";
+    let r = post(gw.addr(), "/", form, "name=Ann&age=42").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.last().body, "name=Ann&age=42");
+    let r = post(gw.addr(), "/", form, "name=Ann&age=1000").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["detail"],
+        "Parameter age=1000 didn't match \\d{1,3}"
+    );
+    assert_eq!(
+        post(gw.addr(), "/", "text/plain", "age=x").await.status,
+        200
+    );
+    // The value is decoded, and escaped in the detail.
+    let r = get(gw.addr(), "/?name=a%0Ab").await;
+    assert_eq!(
+        r.json()["detail"],
+        "Parameter name=a\\nb didn't match [a-zA-Z]+"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_refuses_large_requests_announced_or_streamed() {
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - limit:
+        maxBodyLength: 100
+  target:
+    url: http://127.0.0.1:{}
+"#,
+        backend.port()
+    ));
+    let r = post(gw.addr(), "/", "text/plain", &"x".repeat(101)).await;
+    assert_eq!(r.status, 413);
+    let p = r.json();
+    assert_eq!(p["type"], "urn:turnpike:problem:body-too-large");
+    assert_eq!(
+        p["detail"],
+        "Message bodies must be smaller than 100 bytes."
+    );
+    assert_eq!(backend.count(), 0);
+    let r = post(gw.addr(), "/", "text/plain", &"x".repeat(100)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.last().body.len(), 100);
+    // Chunked: counted as it streams.
+    let reply = raw(
+        gw.addr(),
+        &chunked_post("/", "text/plain", 3, 60),
+        Duration::from_secs(5),
+    )
+    .await;
+    let seen: Vec<(String, usize)> = backend.seen.lock().unwrap().iter().map(|s| (format!("{:?}", s.headers), s.body.len())).collect();
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}\n{seen:?}");
+    assert!(reply.contains("body-too-large"), "{reply}");
+    assert_eq!(backend.count(), 1, "the backend got no complete request");
+    let reply = raw(
+        gw.addr(),
+        &chunked_post("/", "text/plain", 2, 50),
+        Duration::from_secs(5),
+    )
+    .await;
+    let seen: Vec<(String, usize)> = backend.seen.lock().unwrap().iter().map(|s| (format!("{:?}", s.headers), s.body.len())).collect();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}\n{seen:?}");
+    assert_eq!(backend.last().body.len(), 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_before_a_policy_that_reads_the_body_stops_reading_at_the_limit() {
+    // The shape of `tutorials/security/60-SQL-Injection-Protection.yaml`, with `jsonProtection`
+    // as the policy that reads the whole body.
+    let gw = TestGateway::start(
+        r#"gateway: { accessLog: false }
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - limit:
+        maxBodyLength: 100
+    - request:
+        - jsonProtection: {}
+    - return:
+        status: 200
+"#,
+    );
+    let reply = raw(
+        gw.addr(),
+        &chunked_post("/", "application/json", 4, 64),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    let r = post(
+        gw.addr(),
+        "/",
+        "application/json",
+        &format!("[{}]", "1,".repeat(60) + "1"),
+    )
+    .await;
+    assert_eq!(r.status, 413);
+    let r = post(gw.addr(), "/", "application/json", r#"{"a":[1,2,3]}"#).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_on_responses_is_bad_gateway_or_a_closed_connection() {
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - response:
+        - limit:
+            maxBodyLength: 1000
+  target:
+    url: http://127.0.0.1:{}
+"#,
+        backend.port()
+    ));
+    let r = get(gw.addr(), "/big/1000").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 1000);
+    let r = get(gw.addr(), "/big/1001").await;
+    assert_eq!(r.status, 502);
+    let p = r.json();
+    assert_eq!(p["type"], "urn:turnpike:problem:upstream-error");
+    assert_eq!(
+        p["detail"],
+        "the backend's response body is larger than the limit of 1000 bytes"
+    );
+    // Streamed without a length: cut off once past the limit.
+    assert!(try_send(
+        gw.addr(),
+        req("GET", "/chunked/200000")
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    )
+    .await
+    .is_err());
+    // Requests are not limited by a response-only limit.
+    let r = post(gw.addr(), "/", "text/plain", &"x".repeat(900)).await;
+    assert_eq!(r.status, 200);
+    let r = post(gw.addr(), "/", "text/plain", &"x".repeat(5000)).await;
+    assert_eq!(r.status, 502, "the echo is too large");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_settings_are_load_errors() {
+    for (policy, expect) in [
+        (
+            "replace: { jsonPath: $.a, with: b, replacement: c }",
+            "replacement",
+        ),
+        ("replace: { expression: $.a, with: b }", "language"),
+        ("paddingHeader: { roundUp: 0 }", "roundUp"),
+        (
+            "greaser: { rate: 1, strategies: [ { greaseXml: {} } ] }",
+            "greaseXml",
+        ),
+        ("formValidation: [ { name: a, regex: '(' } ]", "regex"),
+        (
+            "limit: { maxBodyLength: 10, maxHeaderLength: 4 }",
+            "maxHeaderLength",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gateway.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "api:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - {policy}\n    - return: {{}}\n"
+            ),
+        )
+        .unwrap();
+        let e = match turnpike::start(vec![file]) {
+            Ok(_) => panic!("{policy} loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(expect), "{policy}: {e}");
+    }
+}
