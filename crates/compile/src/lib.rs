@@ -137,7 +137,15 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             origin: Arc::clone(&located.origin),
             key: located.key.clone(),
         };
-        let compiled = compile_api(&as_api, None, set, &consumers, &python, &upstreams, &mut errors);
+        let compiled = compile_api(
+            &as_api,
+            None,
+            set,
+            &consumers,
+            &python,
+            &upstreams,
+            &mut errors,
+        );
         if let Some((_, api, _)) = compiled.into_iter().next() {
             if internal
                 .insert(located.value.name.clone(), Arc::new(api))
@@ -185,7 +193,9 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             }
             let api = Arc::new(api);
             if let Some(n) = &located.value.name {
-                internal.entry(n.clone()).or_insert_with(|| Arc::clone(&api));
+                internal
+                    .entry(n.clone())
+                    .or_insert_with(|| Arc::clone(&api));
             }
             by_addr
                 .entry(addr)
@@ -319,7 +329,11 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                 errors.push(turnpike_config::ConfigError {
                     message: format!(
                         "no API is named `{name}` (internal APIs and named APIs: {})",
-                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
                     ),
                     ..at
                 });

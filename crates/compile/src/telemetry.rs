@@ -9,6 +9,42 @@ use turnpike_telemetry::trace::{ExportSettings, Protocol, Sampling};
 
 /// Applies the `telemetry:` document to `settings`; errors are reported with their location.
 pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut ConfigErrors) {
+    // Membrane's `openTelemetry` in `global:` stands for a `telemetry.tracing` document.
+    let from_global = set.globals.iter().find_map(|g| {
+        g.value
+            .iter()
+            .position(|p| p.name == "openTelemetry")
+            .map(|i| (g, i))
+    });
+    if let Some((g, i)) = from_global {
+        let at = |k: &str| {
+            format!(
+                "[{i}].openTelemetry{}{k}",
+                if k.is_empty() { "" } else { "." }
+            )
+        };
+        if set
+            .telemetry
+            .as_ref()
+            .is_some_and(|t| t.value.tracing.is_some())
+        {
+            errors.push(g.error(
+                &at(""),
+                "tracing is configured twice: here and in `telemetry.tracing`",
+            ));
+        } else {
+            match turnpike_core::settings::parse_all::<
+                turnpike_policies::open_telemetry::OpenTelemetrySettings,
+            >(g.value[i].settings.clone())
+            .map_err(|_| (String::new(), String::new()))
+            .and_then(|o| o.tracing())
+            {
+                Ok(tr) => apply_tracing(&tr, &|k, m| g.error(&at(k), m), settings, errors),
+                // The policy's own compilation reports its settings' errors.
+                Err(_) => {}
+            }
+        }
+    }
     let Some(t) = &set.telemetry else {
         return;
     };
@@ -32,30 +68,46 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
     let Some(tr) = &t.value.tracing else {
         return;
     };
+    apply_tracing(
+        tr,
+        &|k, m| t.error(&format!("tracing.{k}").trim_end_matches('.').to_owned(), m),
+        settings,
+        errors,
+    );
+}
+
+/// `telemetry.tracing` (or what Membrane's `openTelemetry` stands for) into the settings;
+/// `error` makes an error at a key below the tracing settings.
+fn apply_tracing(
+    tr: &turnpike_config::TracingConfig,
+    error: &dyn Fn(&str, &str) -> turnpike_config::ConfigError,
+    settings: &mut Settings,
+    errors: &mut ConfigErrors,
+) {
     let protocol = match tr.protocol.as_deref() {
         None | Some("http/protobuf") => Protocol::HttpProtobuf,
         Some("grpc") => Protocol::Grpc,
         Some(other) => {
-            errors.push(t.error(
-                "tracing.protocol",
-                format!("`{other}` is not a protocol: `http/protobuf` or `grpc`"),
+            errors.push(error(
+                "protocol",
+                &format!("`{other}` is not a protocol: `http/protobuf` or `grpc`"),
             ));
             return;
         }
     };
     if tr.endpoint.starts_with("https://") {
-        errors.push(t.error(
-            "tracing.endpoint",
+        errors.push(error(
+            "endpoint",
             "TLS to the collector is not supported: export to a collector (or agent) on this host or network over http://",
         ));
         return;
     }
     let Some(rest) = tr.endpoint.strip_prefix("http://") else {
-        errors.push(t.error("tracing.endpoint", "must be an http:// URL"));
+        errors.push(error("endpoint", "must be an http:// URL"));
         return;
     };
     if rest.trim_end_matches('/').is_empty() || rest.contains(['?', '#']) {
-        errors.push(t.error("tracing.endpoint", "must be an http:// URL with a host"));
+        errors.push(error("endpoint", "must be an http:// URL with a host"));
         return;
     }
     let sampling = tr.sampling.clone().unwrap_or_default();
@@ -68,31 +120,31 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
         {
             Some(n) => n / 100.0,
             None => {
-                errors.push(t.error(
-                    "tracing.sampling.ratio",
-                    format!("`{p}` is not a share: a number from 0 to 1, or a percentage"),
+                errors.push(error(
+                    "sampling.ratio",
+                    &format!("`{p}` is not a share: a number from 0 to 1, or a percentage"),
                 ));
                 return;
             }
         },
     };
     if !(0.0..=1.0).contains(&ratio) {
-        errors.push(t.error(
-            "tracing.sampling.ratio",
+        errors.push(error(
+            "sampling.ratio",
             "must be between 0 and 1 (0% and 100%)",
         ));
         return;
     }
     let queue = tr.queue_size.unwrap_or(8192);
     if queue == 0 {
-        errors.push(t.error("tracing.queueSize", "must be at least 1"));
+        errors.push(error("queueSize", "must be at least 1"));
         return;
     }
     for (k, v) in &tr.headers {
         if http::HeaderName::from_bytes(k.as_bytes()).is_err()
             || http::HeaderValue::from_str(v).is_err()
         {
-            errors.push(t.error(&format!("tracing.headers.{k}"), "not a valid header"));
+            errors.push(error(&format!("headers.{k}"), "not a valid header"));
             return;
         }
     }

@@ -53,7 +53,9 @@ fn add_default_xml_config(node: &mut Node, xml: &Node) {
                 add_default_xml_config(v, xml);
             }
         }
-        Value::Seq(items) => items.iter_mut().for_each(|i| add_default_xml_config(i, xml)),
+        Value::Seq(items) => items
+            .iter_mut()
+            .for_each(|i| add_default_xml_config(i, xml)),
         _ => {}
     }
 }

@@ -298,47 +298,59 @@ pub async fn serve(
                 };
                 (response, at, None)
             }
-            RequestEnd::Forward | RequestEnd::Wait { .. } => match (internal_next(&api, &mut ex), &api.target) {
-                (Some(name), _) => {
-                    let response = match call_internal(&snap, &ctx, &name, &mut ex, &mut served, &mut trace, 1).await {
-                        Ok(r) => r,
-                        Err(p) => served.reject(p),
-                    };
-                    (response, usize::MAX, None)
-                }
-                (None, Some(target)) => {
-                    let how = Forwarding {
-                        request_id: (&settings.request_id_header, &served.request_id),
-                        timeout: settings.upstream_timeout,
-                        keep_request: api.chain.response_needs_request(),
-                        upgrade: client_upgrade.is_some(),
-                    };
-                    match forward(&mut ex, target, &ctx, how, &mut trace).await {
-                        Ok((res, up, node)) => {
-                            served.upstream_status = Some(res.status());
-                            served.upstream_node = Some(node);
-                            (res, usize::MAX, up)
-                        }
-                        Err(problem) => {
-                            let what = problem.detail.as_deref().unwrap_or(problem.ty.log);
-                            let id = served.request_id.to_str().unwrap_or("");
-                            if problem.status.is_server_error() {
-                                tracing::warn!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
-                            } else {
-                                tracing::info!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
+            RequestEnd::Forward | RequestEnd::Wait { .. } => {
+                match (internal_next(&api, &mut ex), &api.target) {
+                    (Some(name), _) => {
+                        let response = match call_internal(
+                            &snap,
+                            &ctx,
+                            &name,
+                            &mut ex,
+                            &mut served,
+                            &mut trace,
+                            1,
+                        )
+                        .await
+                        {
+                            Ok(r) => r,
+                            Err(p) => served.reject(p),
+                        };
+                        (response, usize::MAX, None)
+                    }
+                    (None, Some(target)) => {
+                        let how = Forwarding {
+                            request_id: (&settings.request_id_header, &served.request_id),
+                            timeout: settings.upstream_timeout,
+                            keep_request: api.chain.response_needs_request(),
+                            upgrade: client_upgrade.is_some(),
+                        };
+                        match forward(&mut ex, target, &ctx, how, &mut trace).await {
+                            Ok((res, up, node)) => {
+                                served.upstream_status = Some(res.status());
+                                served.upstream_node = Some(node);
+                                (res, usize::MAX, up)
                             }
-                            (served.reject(problem), usize::MAX, None)
+                            Err(problem) => {
+                                let what = problem.detail.as_deref().unwrap_or(problem.ty.log);
+                                let id = served.request_id.to_str().unwrap_or("");
+                                if problem.status.is_server_error() {
+                                    tracing::warn!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
+                                } else {
+                                    tracing::info!(api = %api.name, uri = %ex.original_uri, request_id = id, "{what}");
+                                }
+                                (served.reject(problem), usize::MAX, None)
+                            }
                         }
                     }
+                    // Compilation guarantees a target or an answering flow; reaching here means a
+                    // conditional answer did not fire.
+                    (None, None) => (
+                        served.reject(Problem::new(&problems::NO_TARGET)),
+                        usize::MAX,
+                        None,
+                    ),
                 }
-                // Compilation guarantees a target or an answering flow; reaching here means a
-                // conditional answer did not fire.
-                (None, None) => (
-                    served.reject(Problem::new(&problems::NO_TARGET)),
-                    usize::MAX,
-                    None,
-                ),
-            },
+            }
         };
         let mut response =
             response_phase(&api.chain, &mut ex, response, end, settings, &mut served).await;
@@ -509,7 +521,10 @@ fn call_internal<'a>(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<Body>, Problem>> + 'a>> {
     Box::pin(async move {
         if depth > MAX_INTERNAL_DEPTH {
-            tracing::warn!(api = name, "internal APIs call each other more than {MAX_INTERNAL_DEPTH} deep");
+            tracing::warn!(
+                api = name,
+                "internal APIs call each other more than {MAX_INTERNAL_DEPTH} deep"
+            );
             return Err(Problem::new(&problems::INTERNAL));
         }
         let Some(api) = snap.internal.get(name).cloned() else {

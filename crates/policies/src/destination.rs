@@ -9,8 +9,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_core::exchange::Destination as Chosen;
-use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Phases, Policy};
 use turnpike_core::PolicyFactory;
+use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Phases, Policy};
 
 use crate::err;
 

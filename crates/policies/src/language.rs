@@ -91,8 +91,65 @@ impl Placeholder for Now {
     }
 }
 
+/// A random (version 4) UUID, from the operating system's random source.
+pub fn uuid_v4() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        // No OS randomness: time and process make a value unique enough for an id.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b.copy_from_slice(&(t ^ (u128::from(std::process::id()) << 64)).to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// Java calls Membrane's examples use in templates: a random UUID, today's date.
+#[derive(Debug, Clone, Copy)]
+enum JavaCall {
+    RandomUuid,
+    Today,
+}
+
+impl Placeholder for JavaCall {
+    fn render(&self, _: &Exchange, _: Message, out: &mut String) {
+        match self {
+            JavaCall::RandomUuid => out.push_str(&uuid_v4()),
+            JavaCall::Today => {
+                let c = turnpike_core::civil::Civil::of(std::time::SystemTime::now());
+                out.push_str(&format!("{}-{:02}-{:02}", c.year, c.month, c.day));
+            }
+        }
+    }
+
+    fn needs_body(&self) -> bool {
+        false
+    }
+}
+
+/// `T(java.util.UUID).randomUUID()` and `T(java.time.LocalDate).now()` (with `.toString()`).
+fn java_call(name: &str) -> Option<JavaCall> {
+    let n: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+    let n = n.strip_suffix(".toString()").unwrap_or(&n);
+    match n {
+        "T(java.util.UUID).randomUUID()" => Some(JavaCall::RandomUuid),
+        "T(java.time.LocalDate).now()" => Some(JavaCall::Today),
+        _ => None,
+    }
+}
+
 /// A placeholder of Membrane's default language that is not a built-in one: `xpath('…')`,
-/// `new Date()`, or an expression (SpEL forms translated to CEL: `header.keySet()`, `user()`,
+/// `new Date()`, `T(java.util.UUID).randomUUID()`, or an expression (SpEL forms translated to CEL: `header.keySet()`, `user()`,
 /// `scopes()`, `property.x + 1`); `None` when it is none of these.
 fn spel_placeholder(
     name: &str,
@@ -103,6 +160,9 @@ fn spel_placeholder(
     }
     if name.replace(' ', "") == "newDate()" {
         return Some(Ok(Arc::new(Now)));
+    }
+    if let Some(call) = java_call(name) {
+        return Some(Ok(Arc::new(call)));
     }
     crate::condition::ValueExpr::compile(name, Some("spel"), ctx, false)
         .ok()
@@ -155,6 +215,13 @@ mod tests {
         assert!(out.starts_with(r#"["x-a","x-b"] "#), "{out}");
         assert!(out.contains(" UTC 20"), "{out}");
         assert!(compile_template("${nope nope}", None, &ctx).is_err());
+        let t = compile_template("req-${T(java.util.UUID).randomUUID()}", None, &ctx).unwrap();
+        let (a, b) = (t.render(&ex).into_owned(), t.render(&ex).into_owned());
+        assert_eq!(a.len(), 40, "{a}");
+        assert_ne!(a, b);
+        assert_eq!(&a[18..19], "4", "version 4: {a}");
+        let t = compile_template("${T(java.time.LocalDate).now().toString()}", None, &ctx).unwrap();
+        assert_eq!(t.render(&ex).len(), 10);
         assert!(compile_template("${//[}", Some(ExpressionLanguage::XPath), &ctx).is_err());
         let l: ExpressionLanguage = serde_json::from_str("\"SpEL\"").unwrap();
         assert_eq!(l, ExpressionLanguage::Spel);

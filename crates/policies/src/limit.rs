@@ -73,6 +73,20 @@ fn response_too_large(max: u64) -> Problem {
     ))
 }
 
+/// True for a problem the gateway itself answers with (a request refused while it streamed to
+/// the backend, an unreachable backend): problem+json held in memory without a
+/// `Content-Length`. A backend's problem+json has one, unless it came chunked and another
+/// policy had it read whole (its size was then bounded by `limits.maxBodySize`). The limit
+/// guards against what the backend sends, not against the gateway's own answers.
+fn gateways_problem(res: &http::Response<Body>) -> bool {
+    matches!(res.body(), Body::Full(_))
+        && !res.headers().contains_key(header::CONTENT_LENGTH)
+        && res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes() == b"application/problem+json")
+}
+
 /// Counts the request body as the engine reads it into memory (when a policy of the chain needs
 /// it whole), so that a body over the limit is refused before all of it is read.
 struct Counter {
@@ -143,6 +157,9 @@ impl Policy for Limit {
             || res.status() == http::StatusCode::NOT_MODIFIED;
         if !bodiless && announced(res.headers()).is_some_and(|n| n > max) {
             return Outcome::Reject(response_too_large(max));
+        }
+        if gateways_problem(res) {
+            return Outcome::Continue;
         }
         match std::mem::take(res.body_mut()) {
             Body::Full(Some(b)) if b.len() as u64 > max => {
@@ -274,6 +291,13 @@ mod tests {
         ex.response = Some(http::Response::new(Body::full("12345")));
         assert_eq!(rejected(l.on_response(&mut ex)).status, 502);
         ex.response = Some(http::Response::new(Body::full("1234")));
+        assert!(matches!(l.on_response(&mut ex), Outcome::Continue));
+        // The gateway's own problem answers pass.
+        ex.response = Some(
+            turnpike_core::Problem::new(&problems::BODY_TOO_LARGE)
+                .with_detail("x".repeat(100))
+                .into_response(),
+        );
         assert!(matches!(l.on_response(&mut ex), Outcome::Continue));
         // HEAD announces a length without a body.
         let mut ex = exchange("HEAD", "/", &[], "");

@@ -6,8 +6,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("groovy", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
     ("javascript", "scripts cannot run in Turnpike: use `if`/`choose` conditions (CEL), templates, or a `python` policy"),
     ("spel", "SpEL cannot run in Turnpike: use `if`/`choose` conditions (CEL) or templates"),
-    ("openTelemetry", "configure tracing in a `telemetry:` document (`telemetry.tracing`)"),
-    ("correlationId", "every request gets an id: `gateway.requestId`"),
     ("balancer", "give the target several `nodes`, or name an `upstream:` document"),
     ("openapiValidator", "deploy the API from `openapi:` with `validateRequests: yes`"),
     ("rest2Soap", "use `wsdl2openapi`"),

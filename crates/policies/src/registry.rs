@@ -45,6 +45,8 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::access_log::AccessLog>(),
     PolicyKind::of::<crate::admin_console::AdminConsole>(),
     PolicyKind::of::<crate::destination::Destination>(),
+    PolicyKind::of::<crate::correlation_id::CorrelationId>(),
+    PolicyKind::of::<crate::open_telemetry::OpenTelemetry>(),
     PolicyKind::of::<crate::llm_gateway::LlmGateway>(),
 ];
 

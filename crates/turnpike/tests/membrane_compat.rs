@@ -1386,3 +1386,36 @@ api:
     );
     assert!(e.contains("no API is named `nope`"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn correlation_ids_are_kept_or_made_and_passed_on() {
+    // tutorials/operation/10-Correlation-Id and 20-Propagation.
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"global:
+  - correlationId:
+      header: X-Trace-Id
+      default: "req-${{T(java.util.UUID).randomUUID()}}"
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - response:
+        - setHeader:
+            name: X-Seen
+            value: "${{request.header['X-Trace-Id']}}|${{property.correlationId}}"
+  target:
+    url: http://{}
+"#,
+        backend.addr
+    ));
+    let addr = gw.addr();
+    let r = get(addr, "/a").await;
+    let sent = backend.last().headers["x-trace-id"].to_str().unwrap().to_owned();
+    assert!(sent.starts_with("req-") && sent.len() == 40, "{sent}");
+    assert_eq!(r.header("x-seen"), Some(format!("{sent}|{sent}").as_str()));
+    let r = get_with(addr, "/b", &[("x-trace-id", "1234-5678")]).await;
+    assert_eq!(backend.last().headers["x-trace-id"], "1234-5678");
+    assert_eq!(r.header("x-seen"), Some("1234-5678|1234-5678"));
+}

@@ -366,3 +366,60 @@ fn tracing_settings_are_checked_at_load() {
         assert!(err.contains("t.yaml:2:"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_open_telemetry_policy_turns_on_tracing() {
+    // tutorials/operation/40-OpenTelemetry with the HTTP transport to the test's collector.
+    let collector = Collector::start().await;
+    let backend = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"global:
+  - openTelemetry:
+      sampleRate: 1.0
+      otlpExporter:
+        host: 127.0.0.1
+        port: {}
+        transport: http
+        headers:
+          - name: x-collector-key
+            value: k
+      customAttribute:
+        - name: env
+          value: test
+---
+api:
+  name: Gateway
+  port: 0
+  ip: 127.0.0.1
+  target:
+    url: http://127.0.0.1:{}
+"#,
+            collector.addr.port(),
+            backend.port()
+        ),
+    )
+    .unwrap();
+    let control = turnpike::Control::start(vec![file.clone()]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    let r = get_with(t, "/items", &[("traceparent", &format!("00-{TRACE}-{PARENT}-01"))]).await;
+    assert_eq!(r.status, 200);
+    let sent = backend.last().headers["traceparent"].to_str().unwrap().to_owned();
+    assert!(sent.starts_with(&format!("00-{TRACE}-")), "{sent}");
+    let spans = collector.trace(TRACE, 1).await;
+    assert!(spans.iter().any(|s| s.kind == 2), "{spans:?}");
+    let service = collector.spans.lock().unwrap()[0].0.clone();
+    assert!(service.contains("Membrane"), "{service}");
+    control.shutdown();
+    // In an API's flow it is a load error: tracing is the gateway's.
+    std::fs::write(
+        &file,
+        "api:\n  port: 0\n  flow:\n    - openTelemetry: {}\n    - return: {}\n",
+    )
+    .unwrap();
+    let e = turnpike::start(vec![file]).err().unwrap().to_string();
+    assert!(e.contains("put `openTelemetry` in `global:`"), "{e}");
+}

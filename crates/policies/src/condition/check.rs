@@ -52,6 +52,8 @@ impl Group {
                 ("path", Var::Path),
                 ("query", Var::Query),
                 ("headers", Var::Headers),
+                // Membrane's SpEL name.
+                ("header", Var::Headers),
                 ("host", Var::Host),
                 ("scheme", Var::Scheme),
             ],
@@ -346,6 +348,7 @@ fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "property" | "properties" => Var::Properties,
         "exchange_proxy_name" => Var::ApiName,
         "response" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Response))),
+        "request" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Request))),
         other => {
             return fail(
                 e,

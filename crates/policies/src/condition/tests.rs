@@ -349,6 +349,10 @@ fn trim_removes_blanks_as_java_does() {
     }
     assert!(!cond(r#"request.headers["x-pad"].startsWith("[")"#).holds(&ex));
     // A member of strings only, without arguments.
-    assert!(error("request.method.trim(1) == \"\"").message.contains("argument"));
-    assert!(error("trim(request.method) == \"\"").message.contains("trim"));
+    assert!(error("request.method.trim(1) == \"\"")
+        .message
+        .contains("argument"));
+    assert!(error("trim(request.method) == \"\"")
+        .message
+        .contains("trim"));
 }

@@ -334,7 +334,10 @@ impl Document {
                         return Some(("fragments", format!("Did not find fragment '{name}'.")));
                     };
                     if !expanding.insert(f.name.as_str()) {
-                        return Some(("fragments", format!("Fragment spreads form cycle ('{name}').")));
+                        return Some((
+                            "fragments",
+                            format!("Fragment spreads form cycle ('{name}')."),
+                        ));
                     }
                     todo.push(Step::LeaveFragment(f.name.as_str()));
                     todo.extend(f.selections.iter().rev().map(Step::Visit));

@@ -381,26 +381,17 @@ impl GraphQlProtection {
             ));
         }
         if present(&data.variables) && !matches!(data.variables, Some(Value::Object(_))) {
-            return Err(bad(
-                "request",
-                "Expected 'variables' to be a JSON Object.",
-            ));
+            return Err(bad("request", "Expected 'variables' to be a JSON Object."));
         }
         if present(&data.extensions) && !matches!(data.extensions, Some(Value::Object(_))) {
-            return Err(bad(
-                "request",
-                "Expected 'extensions' to be a JSON Object.",
-            ));
+            return Err(bad("request", "Expected 'extensions' to be a JSON Object."));
         }
         let query = match &data.query {
-            None | Some(Value::Null) => return Err(bad("request", "Parameter 'query' is missing.")),
-            Some(Value::String(q)) => q,
-            Some(_) => {
-                return Err(bad(
-                    "request",
-                    "Expected 'query' to be of type 'String'.",
-                ))
+            None | Some(Value::Null) => {
+                return Err(bad("request", "Parameter 'query' is missing."))
             }
+            Some(Value::String(q)) => q,
+            Some(_) => return Err(bad("request", "Expected 'query' to be of type 'String'.")),
         };
         let doc = document::parse(query).map_err(|e| match e {
             ParseError::Syntax => reject(
@@ -465,18 +456,12 @@ impl GraphQlProtection {
         let operation_name = match &data.operation_name {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => {
-                return Err(bad(
-                    "request",
-                    "Expected 'operationName' to be a String.",
-                ))
-            }
+            Some(_) => return Err(bad("request", "Expected 'operationName' to be a String.")),
         };
         let op = doc
             .operation(operation_name)
             .map_err(|e| bad("operationName", e))?;
-        if let Some((violation, detail)) = doc.depth_error(op, self.max_depth, self.max_recursion)
-        {
+        if let Some((violation, detail)) = doc.depth_error(op, self.max_depth, self.max_recursion) {
             return Err(bad(violation, detail));
         }
         Ok(())

@@ -4,9 +4,9 @@
 //! or error schemas, the backend's responses are checked too. A failure is answered, as in
 //! Membrane, with a JSON-RPC error object (a one-element array for a batch).
 
-mod validate;
 #[cfg(test)]
 mod tests;
+mod validate;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -230,7 +230,10 @@ impl PolicyFactory for JsonRpcProtection {
     /// `maxSize` below 1, a rule without exactly one of `allow`/`deny` or with an empty or
     /// invalid pattern, a schema that cannot be read or compiled, an empty method name, or a
     /// method given schemas twice.
-    fn compile(c: JsonRpcProtectionSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+    fn compile(
+        c: JsonRpcProtectionSettings,
+        ctx: &CompileContext<'_>,
+    ) -> Result<Self, CompileError> {
         let batch = c.batch.unwrap_or_default();
         let batch_max = match batch.max_size {
             None => 100,
@@ -278,10 +281,7 @@ impl PolicyFactory for JsonRpcProtection {
                 return Err(err(&key, "the method name must not be empty"));
             }
             if table.contains_key(method) {
-                return Err(err(
-                    &key,
-                    format!("method `{method}` has a schema already"),
-                ));
+                return Err(err(&key, format!("method `{method}` has a schema already")));
             }
             let s = Schema::load(src, &key, flat, ctx.base_dir)?;
             if let Schema::File(f) = &s {
@@ -302,7 +302,13 @@ impl PolicyFactory for JsonRpcProtection {
                 location: Some(location),
                 schema: None,
             };
-            add(&mut results, &method, &src, format!("result.{method}"), true)?;
+            add(
+                &mut results,
+                &method,
+                &src,
+                format!("result.{method}"),
+                true,
+            )?;
         }
         let mut error = None;
         if let Some(sv) = c.schema_validation {

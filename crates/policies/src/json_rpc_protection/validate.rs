@@ -315,8 +315,7 @@ impl JsonRpcProtection {
         }
         match self.check_request(&body) {
             Ok(sent) => {
-                if self.checks_responses() && (!sent.methods.is_empty() || self.error.is_some())
-                {
+                if self.checks_responses() && (!sent.methods.is_empty() || self.error.is_some()) {
                     ex.extensions.insert(sent);
                 }
                 Outcome::Continue
@@ -469,7 +468,10 @@ impl JsonRpcProtection {
         match result {
             Ok(()) => Outcome::Continue,
             Err(e) => {
-                tracing::info!("jsonRPCProtection: refused the backend's response: {}", e.message);
+                tracing::info!(
+                    "jsonRPCProtection: refused the backend's response: {}",
+                    e.message
+                );
                 Outcome::Respond(e.response())
             }
         }
