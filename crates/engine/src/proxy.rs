@@ -778,7 +778,22 @@ async fn response_phase(
         }
     }
     match ex.response.take() {
-        Some(r) => r,
+        Some(mut r) => {
+            // A policy that set the body in memory may have left the backend's length: the
+            // length sent is the body's own.
+            let bodiless = ex.request.method == http::Method::HEAD
+                || r.status() == StatusCode::NO_CONTENT
+                || r.status() == StatusCode::NOT_MODIFIED;
+            if let (Body::Full(Some(b)), false) = (r.body(), bodiless) {
+                let n = b.len();
+                let h = r.headers_mut();
+                h.remove(header::TRANSFER_ENCODING);
+                if n > 0 || h.contains_key(header::CONTENT_LENGTH) {
+                    h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+                }
+            }
+            r
+        }
         None => served.reject(Problem::new(&problems::INTERNAL)),
     }
 }

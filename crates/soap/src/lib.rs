@@ -1,9 +1,10 @@
 //! Turnpike's SOAP and XML support: `xmlProtection` (one streaming pass, entities never
 //! expanded), WSDL loading with its XML Schemas compiled by libxml2, the `validator` (SOAP
 //! 1.1/1.2 messages against a WSDL, XML against an XML Schema, JSON against a JSON Schema),
-//! SOAP faults, what a `soapProxy` needs (the WSDL publisher), and
-//! `wsdl2openapi` (REST/JSON in front of SOAP, with an XSD type model in [`xsd`]), and
-//! Membrane's demo CityService (`sampleSoapService`).
+//! SOAP faults, what a `soapProxy` needs (the WSDL publisher),
+//! `wsdl2openapi` (REST/JSON in front of SOAP, with an XSD type model in [`xsd`]),
+//! Membrane's demo CityService (`sampleSoapService`), and `transform` (XSLT 1.0 with libxslt,
+//! through `turnpike-xslt`).
 //!
 //! Everything here is compiled once when a configuration is loaded; libxml2 objects, which are
 //! not thread-safe, live in per-worker thread-local caches (see [`schema`]).
@@ -18,6 +19,7 @@ pub mod quick;
 pub mod sample_service;
 pub mod schema;
 pub mod service;
+pub mod transform;
 pub mod validator;
 pub mod wsdl;
 pub mod wsdl2openapi;
@@ -31,6 +33,7 @@ pub use fetch::Location;
 pub use protection::XmlProtection;
 pub use publish::WsdlPublisher;
 pub use sample_service::SampleSoapService;
+pub use transform::Transform;
 pub use validator::{Validator, WsdlValidator};
 pub use wsdl::{SoapVersion, Wsdl};
 pub use wsdl2openapi::Wsdl2OpenApi;

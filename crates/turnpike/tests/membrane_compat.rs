@@ -1412,10 +1412,27 @@ api:
     ));
     let addr = gw.addr();
     let r = get(addr, "/a").await;
-    let sent = backend.last().headers["x-trace-id"].to_str().unwrap().to_owned();
+    let sent = backend.last().headers["x-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(sent.starts_with("req-") && sent.len() == 40, "{sent}");
     assert_eq!(r.header("x-seen"), Some(format!("{sent}|{sent}").as_str()));
     let r = get_with(addr, "/b", &[("x-trace-id", "1234-5678")]).await;
     assert_eq!(backend.last().headers["x-trace-id"], "1234-5678");
     assert_eq!(r.header("x-seen"), Some("1234-5678|1234-5678"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_body_set_by_a_policy_is_sent_with_its_own_length() {
+    // The backend announces 13 bytes; the beautifier makes more of them.
+    let backend = StaticServer::start(r#"{"a":1,"b":2}"#).await;
+    let gw = TestGateway::start(&format!(
+        "api:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - response:\n        - beautifier: {{}}\n        - setHeader: {{ name: Content-Type, value: application/json }}\n  target:\n    url: http://{}\n",
+        backend.addr
+    ));
+    let r = get(gw.addr(), "/").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "{\n  \"a\": 1,\n  \"b\": 2\n}");
+    assert_eq!(r.header("content-length"), Some("22"));
 }

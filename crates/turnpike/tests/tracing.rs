@@ -405,9 +405,17 @@ api:
     .unwrap();
     let control = turnpike::Control::start(vec![file.clone()]).unwrap();
     let t = control.gateway().listeners()[0].1;
-    let r = get_with(t, "/items", &[("traceparent", &format!("00-{TRACE}-{PARENT}-01"))]).await;
+    let r = get_with(
+        t,
+        "/items",
+        &[("traceparent", &format!("00-{TRACE}-{PARENT}-01"))],
+    )
+    .await;
     assert_eq!(r.status, 200);
-    let sent = backend.last().headers["traceparent"].to_str().unwrap().to_owned();
+    let sent = backend.last().headers["traceparent"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(sent.starts_with(&format!("00-{TRACE}-")), "{sent}");
     let spans = collector.trace(TRACE, 1).await;
     assert!(spans.iter().any(|s| s.kind == 2), "{spans:?}");

@@ -112,7 +112,9 @@ impl Scope {
             }
             return true;
         }
-        self.root.as_ref().is_some_and(|root| real.starts_with(root))
+        self.root
+            .as_ref()
+            .is_some_and(|root| real.starts_with(root))
     }
 }
 
@@ -248,9 +250,15 @@ fn init() -> Option<Prefs> {
     let sec = NonNull::new(unsafe { ffi::xsltNewSecurityPrefs() })?;
     let forbid: ffi::xsltSecurityCheck = Some(ffi::xsltSecurityForbid);
     let checks = [
-        (ffi::xsltSecurityOption_XSLT_SECPREF_READ_FILE, Some(check_read as _)),
+        (
+            ffi::xsltSecurityOption_XSLT_SECPREF_READ_FILE,
+            Some(check_read as _),
+        ),
         (ffi::xsltSecurityOption_XSLT_SECPREF_WRITE_FILE, forbid),
-        (ffi::xsltSecurityOption_XSLT_SECPREF_CREATE_DIRECTORY, forbid),
+        (
+            ffi::xsltSecurityOption_XSLT_SECPREF_CREATE_DIRECTORY,
+            forbid,
+        ),
         (ffi::xsltSecurityOption_XSLT_SECPREF_READ_NETWORK, forbid),
         (ffi::xsltSecurityOption_XSLT_SECPREF_WRITE_NETWORK, forbid),
     ];
@@ -352,8 +360,8 @@ impl Drop for Context {
 /// Parses `text` (located at `url`, which relative references resolve against) with libxml2
 /// options `options`; the error names the line of the first fatal error.
 fn parse(text: &[u8], url: Option<&CStr>, options: c_int) -> Result<Doc, String> {
-    let len = c_int::try_from(text.len())
-        .map_err(|_| "the document is larger than 2 GiB".to_owned())?;
+    let len =
+        c_int::try_from(text.len()).map_err(|_| "the document is larger than 2 GiB".to_owned())?;
     // SAFETY: a constructor without arguments; null when out of memory.
     let ctxt = NonNull::new(unsafe { ffi::xmlNewParserCtxt() })
         .ok_or_else(|| "out of memory".to_owned())?;
@@ -498,7 +506,8 @@ impl Stylesheet {
     /// declare is ignored). Called per message; returns the serialized result, or why there is
     /// none.
     pub fn transform(&self, input: &[u8], params: &[(&str, &str)]) -> Result<Output, Error> {
-        let sec = prefs().ok_or_else(|| Error::Failed("libxslt could not be initialised".into()))?;
+        let sec =
+            prefs().ok_or_else(|| Error::Failed("libxslt could not be initialised".into()))?;
         let call = Call::begin(false, Some(self.root.clone()));
         let doc = parse(input, None, INPUT_OPTIONS).map_err(Error::NotXml)?;
         // SAFETY: `doc` is a valid document.
@@ -509,7 +518,8 @@ impl Stylesheet {
         }
         // SAFETY: the stylesheet and the document are valid; null when out of memory.
         let ctxt = unsafe { ffi::xsltNewTransformContext(self.ptr.as_ptr(), doc.0.as_ptr()) };
-        let ctxt = Context(NonNull::new(ctxt).ok_or_else(|| Error::Failed("out of memory".into()))?);
+        let ctxt =
+            Context(NonNull::new(ctxt).ok_or_else(|| Error::Failed("out of memory".into()))?);
         // SAFETY: the context is valid; the preferences live for the rest of the process.
         unsafe {
             ffi::xsltSetCtxtSecurityPrefs(sec, ctxt.0.as_ptr());
@@ -572,7 +582,9 @@ impl Stylesheet {
             bytes
         };
         if rc != 0 {
-            return Err(Error::Failed(call.summary("the result could not be serialized")));
+            return Err(Error::Failed(
+                call.summary("the result could not be serialized"),
+            ));
         }
         Ok(Output {
             body,
@@ -584,9 +596,7 @@ impl Stylesheet {
 /// True for an XML name without a prefix (`NCName`): the names a parameter may have.
 fn is_ncname(s: &str) -> bool {
     let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '\u{B7}'))
 }
 

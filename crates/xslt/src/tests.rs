@@ -2,7 +2,8 @@
 
 use super::*;
 
-const HEAD: &str = r#"<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">"#;
+const HEAD: &str =
+    r#"<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">"#;
 
 /// Writes `xsl` (a stylesheet body, wrapped in `xsl:stylesheet`) to `name` in `dir` and
 /// compiles it.
@@ -89,17 +90,25 @@ fn parameters_are_strings() {
         .unwrap();
     assert_eq!(text(&out), r#"[it's "predic8"|1 + 1|kept]"#);
     // Without parameters the defaults hold.
-    assert_eq!(
-        text(&s.transform(b"<a/>", &[]).unwrap()),
-        "[default||kept]"
-    );
+    assert_eq!(text(&s.transform(b"<a/>", &[]).unwrap()), "[default||kept]");
 }
 
 #[test]
 fn input_that_is_not_xml_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = sheet(dir.path(), "a.xsl", r#"<xsl:template match="/"><r/></xsl:template>"#).unwrap();
-    for bad in [&b"not xml"[..], b"<a><b></a>", b"<a/><b/>", b"", b"<a/>trailing"] {
+    let s = sheet(
+        dir.path(),
+        "a.xsl",
+        r#"<xsl:template match="/"><r/></xsl:template>"#,
+    )
+    .unwrap();
+    for bad in [
+        &b"not xml"[..],
+        b"<a><b></a>",
+        b"<a/><b/>",
+        b"",
+        b"<a/>trailing",
+    ] {
         match s.transform(bad, &[]) {
             Err(Error::NotXml(m)) => assert!(!m.is_empty(), "{bad:?}"),
             other => panic!("{bad:?}: {other:?}"),
@@ -134,8 +143,14 @@ fn a_stylesheet_that_does_not_compile_names_file_and_line() {
     )
     .unwrap_err();
     let file = dir.path().join("bad.xsl");
-    assert!(e.contains(&format!("file {} line 3", file.display())), "{e}");
-    assert!(e.contains("could not compile select expression 'foo['"), "{e}");
+    assert!(
+        e.contains(&format!("file {} line 3", file.display())),
+        "{e}"
+    );
+    assert!(
+        e.contains("could not compile select expression 'foo['"),
+        "{e}"
+    );
     // Not well-formed.
     let e = sheet(dir.path(), "broken.xsl", "\n<xsl:template match=\"/\">").unwrap_err();
     assert!(e.starts_with("line 2: "), "{e}");
@@ -144,8 +159,12 @@ fn a_stylesheet_that_does_not_compile_names_file_and_line() {
     let e = Stylesheet::compile(b"<root/>", &path).unwrap_err();
     assert!(e.contains("not a stylesheet"), "{e}");
     // An instruction without its required attribute.
-    let e = sheet(dir.path(), "u.xsl", r#"<xsl:template match="/"><xsl:value-of/></xsl:template>"#)
-        .unwrap_err();
+    let e = sheet(
+        dir.path(),
+        "u.xsl",
+        r#"<xsl:template match="/"><xsl:value-of/></xsl:template>"#,
+    )
+    .unwrap_err();
     assert!(e.contains("select"), "{e}");
 }
 
@@ -321,7 +340,10 @@ fn deep_recursion_fails_instead_of_overflowing_the_stack() {
         .stack_size(2 << 20)
         .spawn(move || {
             let s = Stylesheet::compile(text.as_bytes(), &path).unwrap();
-            assert_eq!(super::tests::text(&s.transform(b"<a>500</a>", &[]).unwrap()), "bottom");
+            assert_eq!(
+                super::tests::text(&s.transform(b"<a>500</a>", &[]).unwrap()),
+                "bottom"
+            );
             match s.transform(b"<a>100000</a>", &[]) {
                 Err(Error::Failed(m)) => assert!(m.contains("recursion"), "{m}"),
                 other => panic!("{other:?}"),

@@ -696,8 +696,3 @@ proptest! {
         }
     }
 }
-
-#[test]
-fn tmp_dump_schema() {
-    std::fs::write("/tmp/tp_schema.json", crate::registry::json_schema().to_string()).unwrap();
-}
