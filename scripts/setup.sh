@@ -20,6 +20,8 @@ need=()
 # Build: libxml2 headers, pkg-config and libclang for the `libxml` crate (XML Schema validation).
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libxml-2.0 2>/dev/null || need+=(libxml2-dev)
+# libxslt and libexslt headers for the `libxslt` crate (the `transform` policy's XSLT).
+pkg-config --exists libxslt libexslt 2>/dev/null || need+=(libxslt1-dev)
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
 # A C compiler also builds aws-lc, the TLS crypto provider (aws-lc-sys; no cmake needed).
 command -v cc >/dev/null || need+=(build-essential)

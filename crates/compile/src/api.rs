@@ -214,8 +214,12 @@ pub(crate) fn compile_plain_api(
         None => {
             let routes_answer =
                 !api.routes.is_empty() && api.routes.iter().all(|r| answers_itself(&r.flow));
-            // A `destination` sends requests to an internal API.
-            let routes_on = turnpike_policies::flow::mentions(&api.flow, "destination");
+            // A `destination` sends requests to an internal API; a redirecting `rewriter`
+            // answers the requests it matches.
+            let routes_on = turnpike_policies::flow::mentions(&api.flow, "destination")
+                || turnpike_policies::flow::settings_of(&api.flow, "rewriter")
+                    .iter()
+                    .any(|r| r.to_string().contains("\"redirect"));
             if !answers_itself(&api.flow) && !routes_answer && !routes_on {
                 errors.push(located.error(
                     "",

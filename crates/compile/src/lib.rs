@@ -370,6 +370,7 @@ fn internal_api(i: &turnpike_config::InternalConfig) -> ApiConfig {
         ssl: None,
         h2c: Default::default(),
         openapi: Vec::new(),
+        specs: Vec::new(),
         operations: Default::default(),
         routes: Vec::new(),
         test: None,

@@ -82,6 +82,7 @@ pub(crate) fn soap_proxy_api(
         ssl: p.ssl.clone(),
         h2c: p.h2c,
         openapi: Vec::new(),
+        specs: Vec::new(),
         operations: Default::default(),
         routes: Vec::new(),
         test: None,

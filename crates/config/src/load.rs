@@ -361,11 +361,15 @@ impl Loader<'_> {
 
     fn add(&mut self, doc: Document, origin: Arc<Origin>) {
         match doc {
-            Document::Api(api) => self.set.apis.push(Located {
-                value: *api,
-                origin,
-                key: "api".into(),
-            }),
+            Document::Api(mut api) => {
+                let specs = std::mem::take(&mut api.specs);
+                api.openapi.extend(specs.into_iter().map(|s| s.openapi));
+                self.set.apis.push(Located {
+                    value: *api,
+                    origin,
+                    key: "api".into(),
+                });
+            }
             Document::Internal(i) => self.set.internals.push(Located {
                 value: *i,
                 origin,

@@ -230,20 +230,38 @@ pub fn checks_soap(flow: &[PolicyConfig]) -> bool {
     })
 }
 
-/// True when a policy named `name` stands anywhere in the flow (in `request:`/`response:` flows
-/// and in the branches of conditions too).
-pub fn mentions(flow: &[PolicyConfig], name: &str) -> bool {
-    fn any_in(v: &serde_json::Value, name: &str) -> bool {
+/// The settings of every policy named `name` anywhere in the flow (in `request:`/`response:`
+/// flows and in the branches of conditions too).
+pub fn settings_of(flow: &[PolicyConfig], name: &str) -> Vec<serde_json::Value> {
+    fn walk(v: &serde_json::Value, name: &str, out: &mut Vec<serde_json::Value>) {
         match v {
             serde_json::Value::Object(o) => {
-                o.contains_key(name) || o.values().any(|v| any_in(v, name))
+                for (k, v) in o {
+                    if k == name {
+                        out.push(v.clone());
+                    } else {
+                        walk(v, name, out);
+                    }
+                }
             }
-            serde_json::Value::Array(a) => a.iter().any(|v| any_in(v, name)),
-            _ => false,
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, name, out)),
+            _ => {}
         }
     }
-    flow.iter()
-        .any(|p| p.name == name || any_in(&p.settings, name))
+    let mut out = Vec::new();
+    for p in flow {
+        if p.name == name {
+            out.push(p.settings.clone());
+        } else {
+            walk(&p.settings, name, &mut out);
+        }
+    }
+    out
+}
+
+/// True when a policy named `name` stands anywhere in the flow.
+pub fn mentions(flow: &[PolicyConfig], name: &str) -> bool {
+    !settings_of(flow, name).is_empty()
 }
 
 /// True when the flow answers every request itself (a policy that always answers, in the

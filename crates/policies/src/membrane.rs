@@ -11,7 +11,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("rest2Soap", "use `wsdl2openapi`"),
     ("counter", "request counts are in the metrics at `/metrics`"),
     ("call", "calling other services from a flow is not supported: use a `python` policy"),
-    ("transform", "XSLT is not supported: use a `python` policy"),
     ("oauth2authserver", "not supported: use an identity provider and `jwtAuth`"),
     ("oauth2Resource2", "use `jwtAuth` with the provider's JSON Web Key Set"),
     ("tokenValidator", "use `jwtAuth`"),

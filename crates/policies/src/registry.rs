@@ -38,6 +38,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::limit::Limit>(),
     PolicyKind::of::<crate::xml_json::Json2Xml>(),
     PolicyKind::of::<crate::xml_json::Xml2Json>(),
+    PolicyKind::of::<turnpike_soap::Transform>(),
     PolicyKind::of::<crate::header_filter::HeaderFilter>(),
     PolicyKind::of::<crate::soap_body::SoapBody>(),
     PolicyKind::of::<crate::throttle::Throttle>(),

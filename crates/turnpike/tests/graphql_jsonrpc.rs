@@ -94,7 +94,10 @@ async fn graphql_protection_as_in_membranes_tutorial() {
     assert_eq!(backend.last().uri, "/graphql?query=%7Bproducts%7Bid%7D%7D");
 
     for (query, detail) in [
-        ("query{categories{products{vendors{id}}}}", "Max depth exceeded."),
+        (
+            "query{categories{products{vendors{id}}}}",
+            "Max depth exceeded.",
+        ),
         ("{products{vendor{products}}}", "Max recursion exceeded."),
         (
             "{ __schema{mutationType {fields{name}}}}",
@@ -118,7 +121,10 @@ async fn graphql_protection_as_in_membranes_tutorial() {
     )
     .await;
     assert_eq!(r.status, 400);
-    assert_eq!(r.json()["detail"], "Mutation \"updateCategory\" not permitted.");
+    assert_eq!(
+        r.json()["detail"],
+        "Mutation \"updateCategory\" not permitted."
+    );
     assert_eq!(r.json()["violation"], "disallow");
 
     // Other mutations go through by POST, the body unchanged; by GET they may not.
@@ -131,7 +137,13 @@ async fn graphql_protection_as_in_membranes_tutorial() {
     assert_eq!(r.header("allow"), Some("POST"));
     assert_eq!(r.json()["type"], "urn:turnpike:problem:method-not-allowed");
 
-    let r = post(addr, "/graphql", "application/graphql", "{ products { id } }").await;
+    let r = post(
+        addr,
+        "/graphql",
+        "application/graphql",
+        "{ products { id } }",
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(backend.last().body, "{ products { id } }".as_bytes());
 
@@ -184,7 +196,10 @@ async fn graphql_validation_example_and_load_errors() {
     assert_eq!(r.json()["violation"], "maxRecursion");
     // The default depth is 7.
     assert_eq!(graphql_get(addr, "{a{b{c{d{e{f{g}}}}}}}").await.status, 200);
-    assert_eq!(graphql_get(addr, "{a{b{c{d{e{f{g{h}}}}}}}}").await.status, 400);
+    assert_eq!(
+        graphql_get(addr, "{a{b{c{d{e{f{g{h}}}}}}}}").await.status,
+        400
+    );
     // A large nested query in a body is refused without harm, and the gateway goes on.
     let deep = format!("{}{}", "{a".repeat(20_000), "}".repeat(20_000));
     let r = post(addr, "/graphql", "application/graphql", &deep).await;
@@ -250,7 +265,11 @@ async fn json_rpc_allow_deny_and_batches_as_in_membranes_tutorial() {
 
     let two = json!([rpc(json!(1), "ping"), rpc(json!(2), "sum")]).to_string();
     assert_eq!(post(addr, "/", json, &two).await.status, 200);
-    let three = json!([rpc(json!(1), "ping"), rpc(json!(2), "sum"), rpc(json!(3), "ping")]);
+    let three = json!([
+        rpc(json!(1), "ping"),
+        rpc(json!(2), "sum"),
+        rpc(json!(3), "ping")
+    ]);
     let r = post(addr, "/", json, &three.to_string()).await;
     assert_eq!(r.status, 400);
     assert_eq!(
@@ -271,7 +290,13 @@ async fn json_rpc_allow_deny_and_batches_as_in_membranes_tutorial() {
     let r = post(addr, "/", json, "{not json").await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["message"], "Invalid JSON-RPC payload");
-    let r = post(addr, "/", json, r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).await;
+    let r = post(
+        addr,
+        "/",
+        json,
+        r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.json()["error"]["message"],
@@ -386,7 +411,13 @@ async fn json_rpc_schema_validation_as_in_membranes_tutorial() {
         .unwrap()
         .starts_with("Invalid params for method 'getEcho': "));
 
-    let r = post(addr, "/", json, &rpc(json!(1), "deleteEverything").to_string()).await;
+    let r = post(
+        addr,
+        "/",
+        json,
+        &rpc(json!(1), "deleteEverything").to_string(),
+    )
+    .await;
     assert_eq!(r.status, 403);
     assert_eq!(r.json()["error"]["code"], -32601);
 
@@ -500,7 +531,10 @@ api:
 
     for (settings, expect) in [
         ("batch:\n          maxSize: 0", "greater than 0"),
-        ("methods:\n          - allow: '('", "not a regular expression"),
+        (
+            "methods:\n          - allow: '('",
+            "not a regular expression",
+        ),
         ("params:\n          m: missing.schema.json", "params"),
         ("maxBatch: 2", "maxBatch"),
         (

@@ -1436,3 +1436,74 @@ async fn a_response_body_set_by_a_policy_is_sent_with_its_own_length() {
     assert_eq!(r.text(), "{\n  \"a\": 1,\n  \"b\": 2\n}");
     assert_eq!(r.header("content-length"), Some("22"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_other_spellings_of_settings_load() {
+    // router/conf/apis.yaml (`specs:`, `user:` entries), examples/openapi/validation-security
+    // (`keys:` store, `header: {}`), `return:` without settings, tutorials/advanced/40-Redirects.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("spec.yaml"),
+        "openapi: 3.0.3\ninfo: { title: t, version: '1' }\nservers: [ { url: /shop } ]\npaths:\n  /items:\n    get:\n      responses: { '200': { description: ok } }\n",
+    )
+    .unwrap();
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &file,
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  specs:
+    - openapi:
+        location: spec.yaml
+        validateRequests: true
+        mock: true
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /admin
+  flow:
+    - basicAuthentication:
+        users:
+          - user:
+              username: admin
+              password: admin
+    - apiKey:
+        stores:
+          - keys:
+              - secret:
+                  value: demo-key
+        extractors:
+          - header: {}
+    - return:
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /fruits
+  flow:
+    - request:
+      - rewriter:
+          - from: "/fruits/(.*)"
+            to: "https://shop.example.com/products/$1"
+            do: redirect_permanent
+"#,
+    )
+    .unwrap();
+    let gw = turnpike::start(vec![file]).unwrap();
+    let addr = gw.listeners()[0].1;
+    assert_eq!(get(addr, "/shop/items").await.status, 200);
+    assert_eq!(get(addr, "/shop/nothing").await.status, 404);
+    let admin = [("authorization", "Basic YWRtaW46YWRtaW4="), ("x-api-key", "demo-key")];
+    assert_eq!(get_with(addr, "/admin", &admin).await.status, 200);
+    assert_eq!(
+        get_with(addr, "/admin", &admin[..1]).await.status,
+        401,
+        "no key"
+    );
+    let r = get(addr, "/fruits/7").await;
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("https://shop.example.com/products/7"));
+    gw.shutdown();
+}

@@ -63,6 +63,10 @@ pub struct ApiConfig {
     /// (one route per spec); without `target`, the spec's first `servers` URL is the target.
     #[serde(default)]
     pub openapi: Vec<OpenApiSource>,
+    /// Membrane's newer spelling of `openapi`: a list of `{ openapi: { … } }` (merged into
+    /// `openapi` when the document is read).
+    #[serde(default)]
+    pub specs: Vec<SpecEntry>,
     /// Flows of single operations of an API deployed from `openapi`, keyed by `operationId` or
     /// by `"METHOD /path"` as the spec writes the path; each runs after the API's `flow`.
     #[serde(default)]
@@ -94,6 +98,14 @@ pub struct RouteConfig {
     /// Policies run for this route only, after the API's `flow`.
     #[serde(default)]
     pub flow: Vec<PolicyConfig>,
+}
+
+/// One entry of `specs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpecEntry {
+    /// An OpenAPI document, as an entry of `openapi`.
+    pub openapi: OpenApiSource,
 }
 
 /// `internal:`: an API without a port of its own, run in-process when another API's target (or

@@ -85,6 +85,11 @@ impl<'de> Deserialize<'de> for PolicyConfig {
         })?;
         let mut entries = map.into_iter();
         match (entries.next(), entries.next()) {
+            // `return:` with nothing after it is `return: {}`, as in Membrane.
+            (Some((name, serde_json::Value::Null)), None) => Ok(PolicyConfig {
+                name,
+                settings: serde_json::Value::Object(serde_json::Map::new()),
+            }),
             (Some((name, settings)), None) => Ok(PolicyConfig { name, settings }),
             _ => Err(serde::de::Error::custom(
                 "expected a map with exactly one key (the name of the policy)",

@@ -45,7 +45,8 @@ pub struct ApiKeySettings {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ApiKeyStore {
-    /// Keys listed here.
+    /// Keys listed here (Membrane also calls this store `keys`).
+    #[serde(alias = "keys")]
     Simple(Vec<SimpleKey>),
     /// The `apiKey` credentials of `consumer:` documents (`consumers: {}`).
     Consumers(EmptyMap),

@@ -21,12 +21,42 @@ use super::{admit, authorization, unauthorized, Allow};
 use crate::consumers::{self, Consumers};
 use crate::err;
 
+/// The users of `basicAuthentication`, each written as `{ username, password }` or as
+/// Membrane's `user: { username, password }`.
+fn users<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<BasicUser>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Wrapped { user: BasicUser },
+        Plain(BasicUser),
+    }
+    let entries = Vec::<serde_json::Value>::deserialize(d)?;
+    entries
+        .into_iter()
+        .map(|v| {
+            let wrapped = v
+                .as_object()
+                .is_some_and(|o| o.len() == 1 && o.contains_key("user"));
+            if wrapped {
+                serde_json::from_value::<Entry>(v)
+                    .map(|e| match e {
+                        Entry::Wrapped { user } | Entry::Plain(user) => user,
+                    })
+                    .map_err(serde::de::Error::custom)
+            } else {
+                BasicUser::deserialize(v).map_err(serde::de::Error::custom)
+            }
+        })
+        .collect()
+}
+
 /// `basicAuthentication`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BasicAuthSettings {
-    /// Users listed here.
-    #[serde(default)]
+    /// Users listed here: `{ username, password }`, or Membrane's `user: { username, password }`.
+    #[serde(default, deserialize_with = "users")]
+    #[schemars(with = "Vec<BasicUser>")]
     pub users: Vec<BasicUser>,
     /// Users read from an htpasswd file (bcrypt, SHA-crypt or `{SHA}` lines).
     #[serde(default)]
