@@ -220,7 +220,9 @@ pub(crate) fn compile_plain_api(
                 || turnpike_policies::flow::settings_of(&api.flow, "rewriter")
                     .iter()
                     .any(|r| r.to_string().contains("\"redirect"));
-            if !answers_itself(&api.flow) && !routes_answer && !routes_on {
+            // A forward proxy's target is each request's origin.
+            let forward_proxy = located.key == "proxy";
+            if !answers_itself(&api.flow) && !routes_answer && !routes_on && !forward_proxy {
                 errors.push(located.error(
                     "",
                     "this API has no `target:` and its flow never answers (add a target or a `return` policy)",
@@ -314,6 +316,7 @@ pub(crate) fn compile_plain_api(
                 chain: Chain::new(steps),
                 target,
                 internal_target: internal_target.clone(),
+                forward_proxy: false,
                 errors: if wsdl.is_some() {
                     Some(turnpike_soap::fault::soap_faults())
                 } else if soap_errors {

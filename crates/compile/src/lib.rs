@@ -122,11 +122,21 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .iter()
         .filter_map(|p| soap_proxy::soap_proxy_api(p, &mut errors))
         .collect();
+    let proxy_apis: Vec<Located<ApiConfig>> = set
+        .proxies
+        .iter()
+        .map(|p| Located {
+            value: proxy_api(&p.value),
+            origin: Arc::clone(&p.origin),
+            key: p.key.clone(),
+        })
+        .collect();
     let apis = set
         .apis
         .iter()
         .map(|a| (a, None))
-        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))));
+        .chain(soap_apis.iter().map(|(a, w)| (a, Some(w))))
+        .chain(proxy_apis.iter().map(|a| (a, None)));
     // Where each route was first configured: two APIs that take the same requests are an error.
     let mut first_at: HashMap<(SocketAddr, String), turnpike_config::Location> = HashMap::new();
     // What `internal://NAME` reaches: `internal:` documents, then named APIs.
@@ -191,6 +201,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     v.insert(here);
                 }
             }
+            let mut api = api;
+            api.forward_proxy = located.key == "proxy";
             let api = Arc::new(api);
             if let Some(n) = &located.value.name {
                 internal
@@ -232,6 +244,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     }]),
                     target: None,
                     internal_target: None,
+                    forward_proxy: false,
                     test: None,
                 }),
             ));
@@ -245,6 +258,18 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         let body_routing = routes
             .iter()
             .any(|(_, api)| api.test.as_ref().is_some_and(|t| t.reads_body()));
+        let forward_proxy = routes
+            .iter()
+            .find(|(_, api)| api.forward_proxy)
+            .map(|(_, api)| Arc::clone(api));
+        if forward_proxy.is_some() && routes.len() > 1 {
+            if let Some(p) = apis.iter().find(|a| a.key == "proxy") {
+                errors.push(p.error(
+                    "port",
+                    "a forward proxy has its port to itself: no other API may listen on it",
+                ));
+            }
+        }
         let h2c = apis.iter().any(|a| a.value.h2c.0);
         if h2c && tls.is_some() {
             if let Some(a) = apis.iter().find(|a| a.value.h2c.0) {
@@ -267,6 +292,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                             .iter()
                             .any(|a| a.value.ssl.as_ref().is_none_or(|s| s.show_ssl_exceptions)),
                         body_routing,
+                        forward_proxy,
                         stats: turnpike_telemetry::stats::listener(&addr.to_string()),
                         unrouted: turnpike_telemetry::stats::api("-"),
                     },
@@ -353,6 +379,30 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
 pub fn internal_name(url: &str) -> Option<&str> {
     url.strip_prefix("internal://")
         .map(|r| r.split(['/', '?']).next().unwrap_or(r))
+}
+
+/// A `proxy:` document as an API on its port that takes every request.
+fn proxy_api(p: &turnpike_config::ProxyConfig) -> ApiConfig {
+    ApiConfig {
+        name: Some(p.name.clone().unwrap_or_else(|| format!("proxy {}", p.port))),
+        description: p.description.clone(),
+        port: p.port,
+        ip: p.ip,
+        host: None,
+        method: None,
+        path: None,
+        flow: p.flow.clone(),
+        target: None,
+        ssl: p.ssl.clone(),
+        h2c: Default::default(),
+        openapi: Vec::new(),
+        specs: Vec::new(),
+        operations: Default::default(),
+        routes: Vec::new(),
+        test: None,
+        language: None,
+        xml_config: None,
+    }
 }
 
 /// An `internal:` document as an API without a listener of its own.

@@ -232,6 +232,7 @@ pub(crate) fn compile_openapi_api(
                     chain: Chain::new(steps),
                     target,
                     internal_target: None,
+                    forward_proxy: false,
                     errors: None,
                     test: test.clone(),
                 },

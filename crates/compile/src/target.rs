@@ -156,6 +156,7 @@ pub fn compile_target(
     Ok(Target {
         upstream,
         adjust_host,
+        live: None,
         method,
         // Without a scope the caller sets the path (per route).
         path: match scope {

@@ -121,6 +121,8 @@ pub struct ConfigSet {
     pub apis: Vec<Located<ApiConfig>>,
     /// Every `internal:` API, in the order read.
     pub internals: Vec<Located<crate::InternalConfig>>,
+    /// Every `proxy:` (forward proxy), in the order read.
+    pub proxies: Vec<Located<crate::ProxyConfig>>,
     /// Every `soapProxy:` document, in the order read.
     pub soap_proxies: Vec<Located<SoapProxyConfig>>,
     /// Every `global:` list, in the order read.
@@ -370,6 +372,11 @@ impl Loader<'_> {
                     key: "api".into(),
                 });
             }
+            Document::Proxy(p) => self.set.proxies.push(Located {
+                value: *p,
+                origin,
+                key: "proxy".into(),
+            }),
             Document::Internal(i) => self.set.internals.push(Located {
                 value: *i,
                 origin,
@@ -500,7 +507,6 @@ fn friendlier(key: &str, message: String) -> String {
         if key.is_empty() {
             let kind = rest.split('`').next().unwrap_or("");
             let membrane = match kind {
-                "proxy" => Some("forward proxying is not supported"),
                 "configuration" => Some("use a `gateway:` document"),
                 "sslProxy" => {
                     Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`")

@@ -92,6 +92,18 @@ pub struct MatchedOperation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedEndpoint(pub http::uri::PathAndQuery);
 
+/// Set in [`Exchange::extensions`] by a policy that keeps a client's requests on one node of
+/// the target's pool (the `balancer`'s sticky sessions), and completed by the engine when it
+/// forwards the request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAffinity {
+    /// The node the request should go to (its label, `host:port`): the engine sends the
+    /// request there when the pool has that node and it is usable, else it balances as usual.
+    pub preferred: Option<std::sync::Arc<str>>,
+    /// Set by the engine once a node of the target answered: that node's label.
+    pub answered: Option<std::sync::Arc<str>>,
+}
+
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.
 #[derive(Debug)]

@@ -14,6 +14,7 @@ pub mod conn;
 pub mod deadline;
 pub mod exchanges;
 pub mod exec;
+pub mod forward_proxy;
 pub mod gateway;
 pub mod headers;
 pub mod health;

@@ -228,7 +228,7 @@ pub async fn serve(
         .get(&ctx.listener)
         .is_some_and(|l| l.body_routing);
     let mut response = 'phases: {
-        let upgrade = is_upgrade(&req);
+        let upgrade = is_upgrade(&req) || req.method() == http::Method::CONNECT;
         let (mut parts, incoming) = req.into_parts();
         let mut incoming = Some(incoming);
         let routing_body = if body_routing { incoming.take() } else { None };
@@ -254,7 +254,7 @@ pub async fn serve(
         if api.errors.is_some() {
             served.format = ErrorFormat::of(&parts.headers, api.errors.as_ref());
         }
-        let client_upgrade = if upgrade {
+        let mut client_upgrade = if upgrade {
             parts.extensions.remove::<OnUpgrade>()
         } else {
             None
@@ -298,6 +298,25 @@ pub async fn serve(
                 };
                 (response, at, None)
             }
+            RequestEnd::Forward | RequestEnd::Wait { .. } if api.forward_proxy => {
+                let connect = ex.request.method == http::Method::CONNECT;
+                let client = if connect { client_upgrade.take() } else { None };
+                match crate::forward_proxy::forward(
+                    &mut ex,
+                    client,
+                    &settings.dns,
+                    settings.connect_timeout,
+                    settings.upstream_timeout,
+                )
+                .await
+                {
+                    Ok(res) => {
+                        served.upstream_status = Some(res.status());
+                        (res, usize::MAX, None)
+                    }
+                    Err(p) => (served.reject(p), usize::MAX, None),
+                }
+            }
             RequestEnd::Forward | RequestEnd::Wait { .. } => {
                 match (internal_next(&api, &mut ex), &api.target) {
                     (Some(name), _) => {
@@ -326,6 +345,12 @@ pub async fn serve(
                         };
                         match forward(&mut ex, target, &ctx, how, &mut trace).await {
                             Ok((res, up, node)) => {
+                                if let Some(a) = ex
+                                    .extensions
+                                    .get_mut::<turnpike_core::exchange::NodeAffinity>()
+                                {
+                                    a.answered = Some(Arc::clone(&node));
+                                }
                                 served.upstream_status = Some(res.status());
                                 served.upstream_node = Some(node);
                                 (res, usize::MAX, up)
@@ -620,6 +645,14 @@ fn route(
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or_else(|| head.uri.host());
+    // A forward proxy's port is its own: it takes every request.
+    if let Some(p) = snap
+        .listeners
+        .get(&listener)
+        .and_then(|l| l.forward_proxy.as_ref())
+    {
+        return Ok((Arc::clone(p), PathParams::new()));
+    }
     // APIs with a `test` look at the request head (built once, only for them).
     let probe = std::cell::OnceCell::new();
     let accept = |api: &Arc<Api>| match &api.test {
@@ -951,7 +984,16 @@ async fn forward(
     if let Some(m) = &target.method {
         ex.request.method = m.clone();
     }
-    let up = &*target.upstream;
+    // A live pool (a `balancer`'s) is loaded once, lock-free; the request keeps it to its end.
+    let live = target.live.as_ref().map(|l| l.current());
+    let up: &Upstream = live.as_deref().unwrap_or(&target.upstream);
+    // A sticky session's node, when the pool has it and it is usable.
+    let preferred = ex
+        .extensions
+        .get::<turnpike_core::exchange::NodeAffinity>()
+        .and_then(|a| a.preferred.as_deref())
+        .and_then(|label| up.nodes.iter().position(|n| &*n.label == label))
+        .filter(|&i| up.nodes[i].state.usable(now_ms()));
     let mut retry = up
         .retries
         .as_ref()
@@ -974,7 +1016,11 @@ async fn forward(
     // A response a retry would replace, kept until another try starts.
     let mut answered: Option<(Response<Body>, Option<OnUpgrade>, Arc<str>)> = None;
     for attempt in 0..=attempts {
-        let i = match ctx.balancers.pick(up, ex, &tried) {
+        let picked = match preferred {
+            Some(i) if attempt == 0 => Ok(i),
+            _ => ctx.balancers.pick(up, ex, &tried),
+        };
+        let i = match picked {
             Ok(i) => i,
             Err(NoNode::NoneHealthy) if attempt == 0 => {
                 return Err(Problem::new(&problems::NO_HEALTHY_UPSTREAM)

@@ -93,6 +93,20 @@ pub fn compile_flow<T>(
             }
             continue;
         }
+        if p.name == "for" {
+            let nested = |flow: &[PolicyConfig], key: &str, errors: &mut ConfigErrors| {
+                let mut inner = Vec::new();
+                compile_flow(flow, owner, key, Direction::Request, ctx, &mut inner, errors);
+                Chain::new(inner)
+            };
+            let in_response = dir == Direction::Response;
+            if let Some(step) =
+                crate::for_loop::compile_step(p, owner, at, in_response, errors, nested)
+            {
+                steps.push(step);
+            }
+            continue;
+        }
         if p.name == "if" || p.name == "choose" {
             let nested = |flow: &[PolicyConfig], key: &str, errors: &mut ConfigErrors| {
                 let mut inner = Vec::new();

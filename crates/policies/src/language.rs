@@ -164,6 +164,10 @@ fn spel_placeholder(
     if let Some(call) = java_call(name) {
         return Some(Ok(Arc::new(call)));
     }
+    // `${it['name']}`, `${toJSON(it)}`: the item of a `for` loop.
+    if let Some(p) = crate::for_loop::placeholder(name) {
+        return Some(p);
+    }
     crate::condition::ValueExpr::compile(name, Some("spel"), ctx, false)
         .ok()
         .map(|e| Ok(Arc::new(e) as Arc<dyn Placeholder>))

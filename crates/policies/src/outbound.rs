@@ -123,6 +123,7 @@ impl std::fmt::Debug for Tls {
 }
 
 /// The parts of an absolute URL a connection needs.
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub(crate) https: bool,
     /// The host without IPv6 brackets.
@@ -132,6 +133,18 @@ pub(crate) struct Endpoint {
     pub(crate) authority: String,
     /// Path and query (`/` when the URL has none).
     pub(crate) path_and_query: http::uri::PathAndQuery,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}://{}{}",
+            if self.https { "https" } else { "http" },
+            self.authority,
+            self.path_and_query
+        )
+    }
 }
 
 impl Endpoint {

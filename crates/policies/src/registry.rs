@@ -49,6 +49,12 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::correlation_id::CorrelationId>(),
     PolicyKind::of::<crate::open_telemetry::OpenTelemetry>(),
     PolicyKind::of::<crate::llm_gateway::LlmGateway>(),
+    PolicyKind::of::<crate::balancer::Balancer>(),
+    PolicyKind::of::<crate::cluster_notification::ClusterNotification>(),
+    PolicyKind::of::<crate::counter::Counter>(),
+    PolicyKind::of::<crate::call::Call>(),
+    PolicyKind::of::<crate::for_loop::ForLoop>(),
+    PolicyKind::of::<crate::shadowing::Shadowing>(),
 ];
 
 /// The policy named `name` in YAML.

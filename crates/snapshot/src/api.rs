@@ -18,6 +18,9 @@ pub struct Api {
     /// An `internal://NAME` target: the API of that name (an `internal:` document, or a named
     /// API) runs in-process instead of a call to a backend.
     pub internal_target: Option<Arc<str>>,
+    /// A forward proxy (Membrane's `proxy:`): requests go on to the origin their absolute URI
+    /// names, CONNECT opens a tunnel.
+    pub forward_proxy: bool,
     /// Its request counters (kept across reloads by name).
     pub stats: Arc<turnpike_telemetry::stats::ApiStats>,
     /// How the problems the gateway generates for this API are written when not as

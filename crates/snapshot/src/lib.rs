@@ -5,6 +5,7 @@
 
 mod api;
 pub mod health;
+pub mod live;
 pub mod settings;
 mod target;
 pub mod upstream;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use turnpike_core::Router;
 
 pub use api::Api;
+pub use live::LivePool;
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, Settings};
 pub use target::{DnsOrigin, Node, NodeParts, Transport};
@@ -33,6 +35,8 @@ pub struct ListenerRoutes {
     pub tls_warnings: bool,
     /// Some API's routing test reads the body: requests are read before they are routed.
     pub body_routing: bool,
+    /// The forward proxy that has this port to itself, which takes every request.
+    pub forward_proxy: Option<Arc<Api>>,
     /// Its connection counters.
     pub stats: Arc<turnpike_telemetry::stats::ListenerStats>,
     /// The counters of requests no API of this address takes (`api="-"`).

@@ -153,6 +153,9 @@ pub struct Target {
     pub path: TargetPath,
     /// The method requests are sent with, instead of the client's.
     pub method: Option<http::Method>,
+    /// For a pool whose nodes change at run time (a `balancer`'s): where the current pool is;
+    /// `upstream` is then the pool as loaded, whose settings every later pool shares.
+    pub live: Option<Arc<crate::live::LivePool>>,
 }
 
 /// The path and query a target sends requests to.

@@ -1507,3 +1507,100 @@ api:
     assert_eq!(r.header("location"), Some("https://shop.example.com/products/7"));
     gw.shutdown();
 }
+
+/// Sends `raw` on a new connection to `addr` and reads until `until` appears in the answer.
+async fn raw_exchange(
+    stream: &mut tokio::net::TcpStream,
+    raw: &str,
+    until: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(raw.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !String::from_utf8_lossy(&got).contains(until) {
+        assert!(std::time::Instant::now() < deadline, "{}", String::from_utf8_lossy(&got));
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_proxy_forwards_absolute_uris_and_tunnels_connect() {
+    // tutorials/forward-proxy/10-Forward-Proxy and 30-Interceptor.
+    let origin = Backend::start().await;
+    let proxy = free_port();
+    let gw = TestGateway::start(&format!(
+        r#"proxy:
+  port: {proxy}
+  ip: 127.0.0.1
+  flow:
+    - setHeader:
+        name: X-Added-By
+        value: Membrane
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - return:
+        status: 204
+"#
+    ));
+    let addr = gw.addr_of(proxy);
+    let o = origin.addr;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let r = raw_exchange(
+        &mut s,
+        &format!("GET http://{o}/shop?q=1 HTTP/1.1\r\nHost: {o}\r\nProxy-Connection: keep-alive\r\n\r\n"),
+        "\r\n\r\n",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let seen = origin.last();
+    assert_eq!(seen.uri, "/shop?q=1", "origin form to the origin");
+    assert_eq!(seen.headers["x-added-by"], "Membrane");
+    assert!(!seen.headers.contains_key("proxy-connection"));
+    // CONNECT: a tunnel, through which the client speaks to the origin itself.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let r = raw_exchange(
+        &mut s,
+        &format!("CONNECT {o} HTTP/1.1\r\nHost: {o}\r\n\r\n"),
+        "\r\n\r\n",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = raw_exchange(
+        &mut s,
+        &format!("GET /tunnelled HTTP/1.1\r\nHost: {o}\r\n\r\n"),
+        "\r\n\r\n",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(origin.last().uri, "/tunnelled");
+    assert!(!origin.last().headers.contains_key("x-added-by"), "the tunnel is opaque");
+    // An origin-form request is not for a proxy; a dead origin is 502.
+    assert_eq!(get(addr, "/").await.status, 400);
+    let dead = free_port();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let r = raw_exchange(
+        &mut s,
+        &format!("GET http://127.0.0.1:{dead}/ HTTP/1.1\r\nHost: 127.0.0.1:{dead}\r\n\r\n"),
+        "\r\n\r\n",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 502"), "{r}");
+    // The port is the proxy's alone.
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_error(
+        dir.path(),
+        "proxy:\n  port: 3128\n---\napi:\n  port: 3128\n  path: /x\n  flow: [ { return: {} } ]\n",
+    );
+    assert!(e.contains("has its port to itself"), "{e}");
+}

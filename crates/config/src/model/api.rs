@@ -100,6 +100,31 @@ pub struct RouteConfig {
     pub flow: Vec<PolicyConfig>,
 }
 
+/// `proxy:`: a forward proxy. Requests in absolute form (`GET http://host/path`) go on to the
+/// origin they name; `CONNECT host:port` opens a tunnel to it. The flow runs for each request
+/// (for CONNECT, before the tunnel opens).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProxyConfig {
+    /// A name for logs and metrics (default `proxy <port>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The port to listen on: a port of its own.
+    pub port: u16,
+    /// The address to bind; all addresses when absent.
+    #[serde(default)]
+    pub ip: Option<IpAddr>,
+    /// TLS between clients and the proxy.
+    #[serde(default)]
+    pub ssl: Option<SslConfig>,
+    /// The policies run for each request (and, in reverse, each response).
+    #[serde(default)]
+    pub flow: Vec<PolicyConfig>,
+}
+
 /// One entry of `specs`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

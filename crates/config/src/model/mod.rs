@@ -58,6 +58,9 @@ pub enum Document {
     /// An API without a port, reached only from other APIs' `internal://NAME` targets
     /// (Membrane's `internal:`).
     Internal(Box<InternalConfig>),
+    /// A forward proxy on a port of its own (Membrane's `proxy:`): clients configured to use
+    /// it send requests for any origin.
+    Proxy(Box<ProxyConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the
