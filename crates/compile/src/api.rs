@@ -189,6 +189,8 @@ pub(crate) fn compile_plain_api(
         None => wsdl2openapi_target(located),
         Some(_) => None,
     };
+    // A `balancer` in the flow is the API's target: a pool of its cluster's nodes.
+    let balancer = crate::balancer::compile_balancer(located, upstreams, errors);
     let internal_target: Option<Arc<str>> = api
         .target
         .as_ref()
@@ -211,6 +213,9 @@ pub(crate) fn compile_plain_api(
                 None
             }
         },
+        None if api.flow.iter().any(|p| p.name == "balancer") => {
+            balancer.as_ref().map(|b| b.target.clone())
+        }
         None => {
             let routes_answer =
                 !api.routes.is_empty() && api.routes.iter().all(|r| answers_itself(&r.flow));
@@ -275,6 +280,7 @@ pub(crate) fn compile_plain_api(
             })
             .into_iter()
             .collect();
+        let balancer_slot = balancer.as_ref().map(crate::balancer::CompiledBalancer::slot);
         let flow_parts = FlowParts {
             set,
             consumers,
@@ -283,6 +289,8 @@ pub(crate) fn compile_plain_api(
             path_prefix,
             python,
             validator: None,
+            balancers: &upstreams.balancers,
+            balancer: balancer_slot.as_ref(),
         };
         let mut target = target.clone();
         if let (Some(t), Some(config)) = (&mut target, &api.target) {

@@ -28,8 +28,15 @@ use crate::target::{next_upstream_id, Upstreams};
 pub(crate) struct CompiledBalancer {
     /// The API's target: the balancer's live pool.
     pub(crate) target: Target,
-    /// The balancer's state, for the `balancer` policy of the flow.
-    pub(crate) slot: BalancerSlot,
+    /// The balancer's state, for the `balancer` policy of the flow (compiled once per route).
+    pub(crate) state: Arc<BalancerState>,
+}
+
+impl CompiledBalancer {
+    /// Runs at load time, once per route of the API: the slot its flow's `balancer` takes.
+    pub(crate) fn slot(&self) -> BalancerSlot {
+        BalancerSlot::new(Arc::clone(&self.state))
+    }
 }
 
 /// Runs at load time: the target of an API whose top-level flow holds a `balancer`, and the
@@ -77,7 +84,7 @@ pub(crate) fn compile_balancer(
             method: None,
             live: Some(live),
         },
-        slot: BalancerSlot::new(state),
+        state,
     })
 }
 
@@ -198,7 +205,7 @@ mod tests {
             labels(&b.target),
             ["localhost:4000", "127.0.0.1:4001", "localhost:4002"]
         );
-        assert!(b.slot.take().is_some());
+        assert!(b.slot().take().is_some());
     }
 
     #[test]

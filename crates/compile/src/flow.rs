@@ -24,6 +24,11 @@ pub(crate) struct FlowParts<'a> {
     /// For an API deployed from `openapi:` whose flow places Membrane's `openapiValidator`:
     /// the validator step it stands for.
     pub(crate) validator: Option<&'a turnpike_policies::ValidatorSlot>,
+    /// The load's balancers (for `clusterNotification`).
+    pub(crate) balancers: &'a Arc<turnpike_policies::balancer::Directory>,
+    /// For an API whose top-level flow holds a `balancer`: the state the compile stage built
+    /// with the API's target.
+    pub(crate) balancer: Option<&'a turnpike_policies::balancer::BalancerSlot>,
 }
 
 /// The steps of an API's chain: the global policies, then the gateway's own steps for this
@@ -81,6 +86,10 @@ fn shared(parts: &FlowParts<'_>) -> http::Extensions {
     }
     if let Some(v) = parts.validator {
         shared.insert(v.clone());
+    }
+    shared.insert(Arc::clone(parts.balancers));
+    if let Some(b) = parts.balancer {
+        shared.insert(b.clone());
     }
     shared
 }

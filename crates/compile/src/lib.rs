@@ -7,6 +7,7 @@
 mod access_log;
 pub mod admin;
 mod api;
+mod balancer;
 mod flow;
 mod listener;
 mod openapi_api;
@@ -528,6 +529,7 @@ fn compile_upstreams(
     let mut out = Upstreams {
         by_name: HashMap::new(),
         dns: dns.clone(),
+        balancers: Default::default(),
     };
     let mut at: HashMap<&str, turnpike_config::Location> = HashMap::new();
     for u in &set.upstreams {

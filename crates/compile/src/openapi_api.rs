@@ -169,6 +169,8 @@ pub(crate) fn compile_openapi_api(
                 path_prefix: "",
                 python,
                 validator: None,
+                balancers: &upstreams.balancers,
+                balancer: None,
             };
             let operations = operation_flows(located, &spec, &parts, &mut used, errors);
             // Always present: it routes to the spec's operations (404/405) even without validation.

@@ -35,6 +35,11 @@ const DNS_REFRESH: Duration = Duration::from_secs(30);
 
 static NEXT_UPSTREAM: AtomicU64 = AtomicU64::new(1);
 
+/// A new upstream's id (unique in the process: the key of each worker's balancing counters).
+pub(crate) fn next_upstream_id() -> u64 {
+    NEXT_UPSTREAM.fetch_add(1, Ordering::Relaxed)
+}
+
 /// The `upstream:` documents of a load, compiled, by name; and how the load looks up host
 /// names.
 #[derive(Debug, Default)]
@@ -43,6 +48,8 @@ pub struct Upstreams {
     pub by_name: HashMap<String, Arc<Upstream>>,
     /// How host names are looked up (`gateway.resolver`).
     pub dns: Dns,
+    /// The load's `balancer`s, which `clusterNotification` finds by name.
+    pub balancers: Arc<turnpike_policies::balancer::Directory>,
 }
 
 impl Upstreams {
@@ -434,7 +441,7 @@ fn pool(
     }
     let total_weight = nodes.iter().map(|n| n.weight).sum();
     Ok(Upstream {
-        id: NEXT_UPSTREAM.fetch_add(1, Ordering::Relaxed),
+        id: next_upstream_id(),
         stats: turnpike_telemetry::stats::upstream(&name),
         name,
         nodes,

@@ -184,11 +184,11 @@ impl BalancerState {
             .changes
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        match changes
-            .iter_mut()
-            .find(|c| c.cluster == cluster && c.node == node)
-        {
-            Some(c) => c.status = status,
+        let known = changes
+            .iter()
+            .position(|c| c.cluster == cluster && c.node == node);
+        match known {
+            Some(i) => changes[i].status = status,
             None if changes.len() >= MAX_CHANGED_NODES => {
                 return Err(format!(
                     "the balancer `{}` has {MAX_CHANGED_NODES} nodes added at run time already",

@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_core::exchange::NodeAffinity;
 use turnpike_core::jsonpath::Message;
-use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome, Phases};
+use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome};
 use turnpike_core::{Policy, PolicyFactory};
 
 pub use cluster::{BalancerSlot, BalancerState, ClusterConfig, Directory, NodeAddr, Status};

@@ -85,7 +85,7 @@ fn var_ty(v: Var) -> Ty {
         Var::ConsumerGroups => Ty::List(Box::new(Ty::Str)),
         Var::Jwt | Var::Properties => Ty::Map(Box::new(Ty::Dyn)),
         Var::Scopes => Ty::List(Box::new(Ty::Str)),
-        Var::ApiName => Ty::Str,
+        Var::ApiName | Var::Body => Ty::Str,
         Var::ResponseStatus => Ty::Int,
     }
 }
@@ -346,6 +346,7 @@ fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "params" | "param" => Var::Query,
         "pathParam" => Var::PathParams,
         "property" | "properties" => Var::Properties,
+        "body" => Var::Body,
         "exchange_proxy_name" => Var::ApiName,
         "response" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Response))),
         "request" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Request))),
@@ -581,6 +582,8 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "lowerAscii" if member => (Func::LowerAscii, 1, Some(Ty::Str), Ty::Str),
         "upperAscii" if member => (Func::UpperAscii, 1, Some(Ty::Str), Ty::Str),
         "trim" if member => (Func::Trim, 1, Some(Ty::Str), Ty::Str),
+        // Java's `toString()`: the value as text.
+        "toString" if member => (Func::String, 1, None, Ty::Str),
         "matches" => {
             let [s, pattern] = args.as_slice() else {
                 return fail(e, "`matches` takes a string and a pattern");
@@ -661,7 +664,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, trim, int, uint, double, string, hasScope, isXML, isJSON, jsonPath, user, scopes, keySet)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, trim, int, uint, double, string, toString, hasScope, isXML, isJSON, jsonPath, user, scopes, keySet)"
                 ),
             )
         }

@@ -45,6 +45,8 @@ pub(crate) enum Var {
     ApiName,
     /// The scopes the credentials grant (Membrane's `scopes()`).
     Scopes,
+    /// The current message's body as text (Membrane's `body`).
+    Body,
 }
 
 /// A comparison.
@@ -130,7 +132,7 @@ impl Node {
         self.visit(&mut |n| {
             found |= matches!(
                 n,
-                Node::XPath(_) | Node::JsonPath(_) | Node::JsonPathValue(..)
+                Node::XPath(_) | Node::JsonPath(_) | Node::JsonPathValue(..) | Node::Var(Var::Body)
             )
         });
         found
@@ -146,6 +148,8 @@ impl Node {
                     | Node::IsJson(Which::Current)
                     | Node::XPath(_)
                     | Node::JsonPath(_)
+                    | Node::JsonPathValue(_, Which::Current)
+                    | Node::Var(Var::Body)
             )
         });
         found
@@ -573,6 +577,9 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Var::Env => Ok(V::Map(M::Env(&scope.env))),
         Var::Properties => Ok(V::Map(M::Properties(ex))),
         Var::ApiName => borrowed(&scope.api_name),
+        Var::Body => Ok(V::Str(
+            current_body(ex).map_or(Cow::Borrowed(""), |b| String::from_utf8_lossy(b)),
+        )),
         Var::Scopes => Ok(V::List(L::Owned(
             ex.identity()
                 .map(|i| {

@@ -237,6 +237,10 @@ fn membranes_spel_tests_without_a_language() {
     assert!(e.message.contains("`groovy` is not supported"), "{e:?}");
 }
 
+fn zoo_again() -> Exchange {
+    exchange("POST", "/", &[], r#"{"a":1}"#)
+}
+
 #[test]
 fn xpath_jsonpath_and_content_type_tests() {
     let ns = [(
@@ -281,6 +285,10 @@ fn xpath_jsonpath_and_content_type_tests() {
     assert!(is("isXML()").holds(&answered), "the response is current");
     assert!(is("request.isJSON()").holds(&answered));
     assert!(is("isXML()").reads_response);
+    let batch = exchange("POST", "/", &[], "  [1]");
+    let c = is("body.toString().trim().startsWith('[')");
+    assert!(c.holds(&batch) && c.reads_body);
+    assert!(!c.holds(&zoo_again()));
 }
 
 mod properties {
