@@ -65,9 +65,39 @@ fn words(code: &str) -> String {
         }
     }
     flush(&mut word, &mut out);
-    out.replace("?.", ".")
+    let out = out
+        .replace("?.[", "[")
+        .replace("?.", ".")
         .replace("?[", "[")
-        .replace("exchange.proxy.name", "exchange_proxy_name")
+        .replace(".[", "[")
+        .replace("exchange.proxy.name", "exchange_proxy_name");
+    first_values(&out)
+}
+
+/// `params.name[0]`, `param['name'][0]`: Membrane's parameters hold lists of values; here a
+/// parameter is its first value, so the `[0]` is dropped.
+fn first_values(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(i) = rest.find("[0]") {
+        let before = &rest[..i];
+        // The parameter access that ends right before: `param(s).NAME` or `param(s)[...]`.
+        let start = before
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '[' || c == ']' || c == '\''))
+            .map_or(0, |p| p + 1);
+        let access = &before[start..];
+        let is_param = access.starts_with("params.")
+            || access.starts_with("param.")
+            || access.starts_with("params[")
+            || access.starts_with("param[");
+        out.push_str(before);
+        if !is_param {
+            out.push_str("[0]");
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -90,6 +120,8 @@ mod tests {
             translate(r#"path.startsWith("/foo")"#),
             "path.startsWith(r'/foo')"
         );
-        assert_eq!(translate("params?.a?.[0] == 'v'"), "params.a.[0] == r'v'");
+        assert_eq!(translate("params?.a?.[0] == 'v'"), "params.a == r'v'");
+        assert_eq!(translate("param?.case?.[0] == 'a'"), "param.case == r'a'");
+        assert_eq!(translate("list[0] == 1"), "list[0] == 1");
     }
 }

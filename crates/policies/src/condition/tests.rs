@@ -285,6 +285,10 @@ fn xpath_jsonpath_and_content_type_tests() {
     assert!(is("isXML()").holds(&answered), "the response is current");
     assert!(is("request.isJSON()").holds(&answered));
     assert!(is("isXML()").reads_response);
+    let q = exchange("GET", "/?param1=value2&case=a", &[], "");
+    assert!(is("params?.param1?.[0] == 'value2'").holds(&q));
+    assert!(is("param?.case?.[0] == 'a'").holds(&q));
+    assert!(!is("param?.case?.[0] == 'b'").holds(&q));
     let batch = exchange("POST", "/", &[], "  [1]");
     let c = is("body.toString().trim().startsWith('[')");
     assert!(c.holds(&batch) && c.reads_body);
