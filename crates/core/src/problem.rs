@@ -81,7 +81,8 @@ pub mod types {
         /// A JSON body was expected and could not be parsed (`wsdl2openapi`), or could not be
         /// converted (`json2Xml`; 502 on responses).
         BAD_JSON = ("bad-json", BAD_REQUEST, "The body is not JSON", "bad json");
-        /// An XML body could not be parsed or converted (`xml2Json`; 502 on responses).
+        /// An XML body could not be parsed or converted (`xml2Json`, `transform`; 502 on
+        /// responses).
         BAD_XML = ("bad-xml", BAD_REQUEST, "The body is not XML", "bad xml");
         /// The request does not match its OpenAPI operation or WSDL operation, or the XML
         /// Schema or JSON Schema of a `validator`.
@@ -116,7 +117,8 @@ pub mod types {
         UPSTREAM_TIMEOUT = ("upstream-timeout", GATEWAY_TIMEOUT, "The backend did not answer in time", "upstream timeout");
         /// A policy waited on an outside service (a key server) longer than it allows.
         POLICY_TIMEOUT = ("policy-timeout", GATEWAY_TIMEOUT, "A policy did not finish in time", "policy timeout");
-        /// A policy failed: a Python policy raised, or its executor went away.
+        /// A policy failed: a Python policy raised, or its executor went away, or the stylesheet
+        /// of a `transform` failed on the message (502 on responses).
         POLICY_FAILED = ("policy-failed", INTERNAL_SERVER_ERROR, "A policy failed", "policy failed");
         /// Admin API: the document, or the configuration it would make, has errors (listed in
         /// `errors`, each with `file`, `line`, `column`, `key` and `message`).

@@ -34,6 +34,7 @@ pub mod llm_gateway;
 pub mod log;
 pub mod membrane;
 mod nested;
+pub mod oauth2;
 pub mod open_telemetry;
 pub mod operations;
 pub mod outbound;

@@ -12,7 +12,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("oauth2Resource2", "use `jwtAuth` with the provider's JSON Web Key Set"),
     ("tokenValidator", "use `jwtAuth`"),
     ("jwtSign", "not supported"),
-    ("wsSecurity", "not supported"),
     ("webSocket", "WebSocket upgrades are proxied without a policy"),
     ("ntlm", "not supported"),
 ];

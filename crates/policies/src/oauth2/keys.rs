@@ -156,6 +156,7 @@ fn thumbprint(n: &str, e: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rsa::traits::PrivateKeyParts;
 
     fn verify(key: &SigningKey, token: &str) -> serde_json::Value {
         let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(key.public_jwk().clone()).unwrap();

@@ -541,7 +541,7 @@ impl Verifier {
                 THUMBPRINT_SHA1 => self
                     .trusted
                     .iter()
-                    .find(|c| Sha1::digest(c).as_slice() == raw.as_slice())
+                    .find(|c| Sha1::digest(c)[..] == raw[..])
                     .cloned()
                     .ok_or_else(|| {
                         Fault::new(
