@@ -165,7 +165,11 @@ mod tests {
     use super::*;
     use turnpike_config::load::load_str;
 
-    fn compiled(yaml: &str, upstreams: &Upstreams, errors: &mut ConfigErrors) -> Option<CompiledBalancer> {
+    fn compiled(
+        yaml: &str,
+        upstreams: &Upstreams,
+        errors: &mut ConfigErrors,
+    ) -> Option<CompiledBalancer> {
         let set = load_str("balancer-test.yaml", yaml, &|_| None).unwrap();
         compile_balancer(&set.apis[0], upstreams, errors)
     }

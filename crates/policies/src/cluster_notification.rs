@@ -45,7 +45,10 @@ impl PolicyFactory for ClusterNotification {
     const ANSWERS: bool = true;
     type Settings = ClusterNotificationSettings;
 
-    fn compile(c: ClusterNotificationSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
+    fn compile(
+        c: ClusterNotificationSettings,
+        ctx: &CompileContext<'_>,
+    ) -> Result<Self, CompileError> {
         let balancers = ctx.get::<Arc<Directory>>().cloned().ok_or_else(|| {
             err(
                 "",
@@ -83,7 +86,9 @@ impl ClusterNotification {
             return Ok(());
         }
         let Some(time) = param(query, "time").and_then(|t| t.trim().parse::<i64>().ok()) else {
-            return Err(bad("the notification needs its `time` (milliseconds since 1970)"));
+            return Err(bad(
+                "the notification needs its `time` (milliseconds since 1970)",
+            ));
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -180,7 +185,8 @@ mod tests {
             shared: &shared,
             ..plain()
         };
-        let p = ClusterNotification::compile(ClusterNotificationSettings { timeout }, &ctx).unwrap();
+        let p =
+            ClusterNotification::compile(ClusterNotificationSettings { timeout }, &ctx).unwrap();
         (p, b)
     }
 
@@ -197,23 +203,47 @@ mod tests {
     fn membranes_urls_set_node_statuses() {
         let (p, b) = policy("t|notify-urls", None);
         let call = |uri: &str| status(p.on_request(&mut exchange("GET", uri, &[], "")));
-        assert_eq!(call("/clustermanager/up?balancer=balancer1&host=localhost&port=4000"), 204);
-        assert_eq!(call("/clustermanager/up/?balancer=Balancer1&host=localhost&port=4001"), 204);
+        assert_eq!(
+            call("/clustermanager/up?balancer=balancer1&host=localhost&port=4000"),
+            204
+        );
+        assert_eq!(
+            call("/clustermanager/up/?balancer=Balancer1&host=localhost&port=4001"),
+            204
+        );
         let ports = || b.serving().iter().map(|n| n.port).collect::<Vec<_>>();
         assert_eq!(ports(), [4000, 4001]);
-        assert_eq!(call("/clustermanager/down?balancer=balancer1&host=localhost&port=4000"), 204);
+        assert_eq!(
+            call("/clustermanager/down?balancer=balancer1&host=localhost&port=4000"),
+            204
+        );
         assert_eq!(ports(), [4001]);
-        assert_eq!(call("/clustermanager/takeout?balancer=balancer1&host=localhost&port=4001"), 204);
+        assert_eq!(
+            call("/clustermanager/takeout?balancer=balancer1&host=localhost&port=4001"),
+            204
+        );
         assert!(ports().is_empty());
         // Other requests pass on.
         assert_eq!(call("/other"), 0);
         assert_eq!(call("/clustermanager/list"), 0);
         // Bad notifications.
         assert_eq!(call("/clustermanager/up?balancer=balancer1&port=1"), 400);
-        assert_eq!(call("/clustermanager/up?balancer=balancer1&host=h&port=x"), 400);
-        assert_eq!(call("/clustermanager/up?balancer=balancer1&host=a%20b&port=1"), 400);
-        assert_eq!(call("/clustermanager/up?host=h&port=1"), 404, "no balancer `Default`");
-        assert!(ClusterNotification::compile(ClusterNotificationSettings::default(), &plain()).is_err());
+        assert_eq!(
+            call("/clustermanager/up?balancer=balancer1&host=h&port=x"),
+            400
+        );
+        assert_eq!(
+            call("/clustermanager/up?balancer=balancer1&host=a%20b&port=1"),
+            400
+        );
+        assert_eq!(
+            call("/clustermanager/up?host=h&port=1"),
+            404,
+            "no balancer `Default`"
+        );
+        assert!(
+            ClusterNotification::compile(ClusterNotificationSettings::default(), &plain()).is_err()
+        );
     }
 
     #[test]

@@ -181,7 +181,10 @@ mod tests {
     async fn names_in_every_shape() {
         let c = counter(serde_json::json!({"name": "Mock <Node> & 1"}));
         let (_, page) = body(c.on_request(&mut exchange("GET", "/", &[], ""))).await;
-        assert!(page.contains("<title>Mock &lt;Node&gt; &amp; 1\n"), "{page}");
+        assert!(
+            page.contains("<title>Mock &lt;Node&gt; &amp; 1\n"),
+            "{page}"
+        );
         let c = counter(serde_json::json!({}));
         let (_, page) = body(c.on_request(&mut exchange("GET", "/", &[], ""))).await;
         assert!(page.contains("<title>Count Interceptor\n"), "{page}");

@@ -69,7 +69,10 @@ async fn a_static_balancer_goes_round_robin_over_three_counters() {
     // A counter answers with Membrane's page.
     let direct = get(local(n2), "/").await;
     assert_eq!(direct.status, 200);
-    assert_eq!(direct.header("content-type"), Some("text/html;charset=UTF-8"));
+    assert_eq!(
+        direct.header("content-type"),
+        Some("text/html;charset=UTF-8")
+    );
     let page = direct.text();
     assert!(
         page.starts_with("\n<html>\n\t<head>\n\t\t<title>Node 2\n\t\t</title>\n\t</head>\n\t<body>\n\t\t<h1>Node 2("),
@@ -249,7 +252,11 @@ async fn nodes_register_and_leave_at_run_time() {
     )
     .await;
     assert_eq!(r.status, 404);
-    assert!(r.json()["detail"].as_str().unwrap().contains("Default"), "{}", r.text());
+    assert!(
+        r.json()["detail"].as_str().unwrap().contains("Default"),
+        "{}",
+        r.text()
+    );
     assert_eq!(get(local(mgmt), "/other").await.status, 500);
 }
 
@@ -328,13 +335,19 @@ fn misplaced_balancers_and_unsupported_settings_are_load_errors() {
             Err(e) => e.to_string(),
         }
     };
-    let e = load_error("api:\n  port: 0\n  flow:\n    - balancer: {}\n  target:\n    url: http://127.0.0.1:1\n");
+    let e = load_error(
+        "api:\n  port: 0\n  flow:\n    - balancer: {}\n  target:\n    url: http://127.0.0.1:1\n",
+    );
     assert!(e.contains("remove `target`"), "{e}");
-    let e = load_error("api:\n  port: 0\n  flow:\n    - request:\n        - balancer: {}\n    - return: {}\n");
+    let e = load_error(
+        "api:\n  port: 0\n  flow:\n    - request:\n        - balancer: {}\n    - return: {}\n",
+    );
     assert!(e.contains("top-level `flow`"), "{e}");
     let e = load_error("api:\n  port: 0\n  flow:\n    - balancer:\n        byThreadStrategy: {}\n");
     assert!(e.contains("byThreadStrategy"), "{e}");
-    let e = load_error("api:\n  port: 0\n  flow:\n    - clusterNotification:\n        validateSignature: true\n");
+    let e = load_error(
+        "api:\n  port: 0\n  flow:\n    - clusterNotification:\n        validateSignature: true\n",
+    );
     assert!(e.contains("validateSignature"), "{e}");
     let e = load_error("api:\n  port: 0\n  flow:\n    - balancer:\n        clusters:\n          - nodes:\n              - host: bad host\n                port: 80\n");
     assert!(e.contains("clusters[0].nodes[0].host"), "{e}");

@@ -137,12 +137,12 @@ fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
             "Membrane's `groovy` is not supported: scripts cannot run",
         ),
         (
-            "wsSecurity: { secure: [] }",
-            "Membrane's `wsSecurity` is not supported",
+            "ntlm: {}",
+            "Membrane's `ntlm` is not supported",
         ),
         (
-            "oauth2authserver: {}",
-            "use an identity provider and `jwtAuth`",
+            "oauth2Resource2: { membrane: { src: 'http://localhost:8000' } }",
+            "use `jwtAuth` with the provider's JSON Web Key Set",
         ),
         (
             "template: { src: '<% out << 1 %>' }",

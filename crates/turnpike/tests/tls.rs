@@ -765,3 +765,50 @@ async fn key_update_floods_keep_memory_bounded_over_http1_and_h2() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_client_auth_modes_with_a_truststore_beside_them() {
+    // examples/security/ssl-tls: `clientAuth: need|want` with `truststore` in `ssl`, and
+    // `showSSLExceptions`; a truststore without `clientAuth` asks for nothing (as in Membrane).
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let trust = pki.truststore("trustpw");
+    let (need, want, none) = (free_port(), free_port(), free_port());
+    let api = |port: u16, client_auth: &str| {
+        format!(
+            "api:\n  port: {port}\n  ip: 127.0.0.1\n  ssl:\n    showSSLExceptions: false\n    certificate: {}\n    key: {}\n{client_auth}    truststore: {{ location: {}, password: trustpw }}\n  flow: [ {{ return: {{ status: 204 }} }} ]\n",
+            p(&pki.server.cert),
+            p(&pki.server.key),
+            p(&trust)
+        )
+    };
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        api(need, "    clientAuth: need\n"),
+        api(want, "    clientAuth: want\n"),
+        api(none, "")
+    );
+    let _gw = TestGateway::start(&yaml);
+    let ca = p(&pki.ca);
+    let call = |port: u16, with_cert: bool| {
+        let resolve = format!("localhost:{port}:127.0.0.1");
+        let url = format!("https://localhost:{port}/");
+        let mut args = vec!["--cacert".to_owned(), ca.clone(), "--resolve".into(), resolve];
+        if with_cert {
+            args.extend(["--cert".into(), p(&pki.client.cert), "--key".into(), p(&pki.client.key)]);
+        }
+        args.push(url);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        curl(&refs).0
+    };
+    assert_eq!(call(need, false), 0, "need: refused without a certificate");
+    assert_eq!(call(need, true), 204);
+    assert_eq!(call(want, false), 204, "want: let through without one");
+    assert_eq!(call(want, true), 204);
+    assert_eq!(call(none, false), 204, "no clientAuth: nothing asked");
+    let dir2 = tempfile::tempdir().unwrap();
+    let file = dir2.path().join("g.yaml");
+    std::fs::write(&file, api(free_port(), "    clientAuth: maybe\n")).unwrap();
+    let e = turnpike::start(vec![file]).err().unwrap().to_string();
+    assert!(e.contains("`need`, `want`"), "{e}");
+}

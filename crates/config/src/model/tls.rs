@@ -47,9 +47,14 @@ pub struct SslInput {
     /// Cipher suites offered, by IANA name (default: rustls' modern suites).
     #[serde(default)]
     pub ciphers: Vec<String>,
-    /// Ask clients for a certificate (mutual TLS).
+    /// Ask clients for a certificate (mutual TLS): `{ truststore, required }`, or Membrane's
+    /// `need` / `want` with `truststore` beside it.
     #[serde(default)]
-    pub client_auth: Option<ClientAuth>,
+    pub client_auth: Option<ClientAuthInput>,
+    /// Membrane's place for the CAs of client certificates, used with `clientAuth: need` or
+    /// `want` (without `clientAuth`, as in Membrane, it asks clients for nothing).
+    #[serde(default)]
+    pub truststore: Option<Truststore>,
     /// Log failed TLS handshakes as warnings (default true, Membrane's `showSSLExceptions`);
     /// `false` logs them at debug level.
     #[serde(default, rename = "showSSLExceptions")]
@@ -107,13 +112,42 @@ impl TryFrom<SslInput> for SslConfig {
                 }
             }
         };
+        let client_auth = match (i.client_auth, i.truststore) {
+            (None, _) => None,
+            (Some(ClientAuthInput::Full(c)), None) => Some(c),
+            (Some(ClientAuthInput::Full(_)), Some(_)) => {
+                return Err(
+                    "`truststore` beside `clientAuth: { truststore }`: give the CAs once".into(),
+                )
+            }
+            (Some(ClientAuthInput::Mode(m)), t) => {
+                let required = match m.to_ascii_lowercase().as_str() {
+                    "need" | "true" => true,
+                    "want" => false,
+                    other => {
+                        return Err(format!(
+                            "`clientAuth: {other}`: `need`, `want`, or `{{ truststore, required }}`"
+                        ))
+                    }
+                };
+                let Some(truststore) = t else {
+                    return Err(format!(
+                        "`clientAuth: {m}` needs `truststore`: the CAs client certificates chain to"
+                    ));
+                };
+                Some(ClientAuth {
+                    truststore,
+                    required: Some(Flag(required)),
+                })
+            }
+        };
         Ok(SslConfig {
             keystore: i.keystore,
             certificate,
             key,
             protocols: i.protocols,
             ciphers: i.ciphers,
-            client_auth: i.client_auth,
+            client_auth,
             show_ssl_exceptions: i.show_ssl_exceptions.is_none_or(|f| f.0),
         })
     }
@@ -156,6 +190,16 @@ pub struct Truststore {
     /// The PKCS#12 password.
     #[serde(default)]
     pub password: Option<String>,
+}
+
+/// `clientAuth` as written.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ClientAuthInput {
+    /// Membrane's `need` (a certificate is required) or `want` (verified when presented).
+    Mode(String),
+    /// `{ truststore, required }`.
+    Full(ClientAuth),
 }
 
 /// Client certificate verification (mutual TLS).

@@ -53,7 +53,10 @@ impl NodeAddr {
             return Err("the port must be between 1 and 65535".into());
         }
         let node = NodeAddr {
-            host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
             port,
         };
         if node.host.contains(':') && node.host.parse::<std::net::Ipv6Addr>().is_err() {
@@ -65,8 +68,8 @@ impl NodeAddr {
         }
     }
 
-    /// The node's authority, `host:port` (an IPv6 address in brackets): its label in logs and
-    /// metrics, and the `Host` header of the requests it gets.
+    /// Runs when a pool is built: the node's authority, `host:port` (an IPv6 address in
+    /// brackets), which is its label in logs and metrics and the `Host` of its requests.
     pub fn label(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
@@ -149,7 +152,7 @@ impl BalancerState {
         })
     }
 
-    /// The balancer's name.
+    /// The balancer's name, as configured (for lookups and logs).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -220,7 +223,12 @@ fn serving(configured: &[ClusterConfig], changes: &[Change]) -> Vec<NodeAddr> {
     } else {
         configured
             .iter()
-            .map(|c| (c.name.as_str(), c.nodes.iter().map(|n| (n, Status::Up)).collect()))
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.nodes.iter().map(|n| (n, Status::Up)).collect(),
+                )
+            })
             .collect()
     };
     for c in changes {
@@ -287,7 +295,8 @@ impl Directory {
         }
     }
 
-    /// The names of the balancers, for error messages.
+    /// Runs for a notification that names no balancer of the configuration: every balancer's
+    /// name, for the error message.
     pub fn names(&self) -> Vec<String> {
         let all = self.balancers.lock().unwrap_or_else(|e| e.into_inner());
         all.iter().map(|b| b.name.clone()).collect()
@@ -348,7 +357,8 @@ mod tests {
         let one = BalancerState::new("b", vec![cluster("Production", &[1, 2])], "t|one");
         assert_eq!(ports(&one.serving()), [1, 2]);
         // A change in another cluster makes two clusters: `Default` takes the traffic.
-        one.set("Default", node("localhost", 3), Status::Up).unwrap();
+        one.set("Default", node("localhost", 3), Status::Up)
+            .unwrap();
         assert_eq!(ports(&one.serving()), [3]);
         let two = BalancerState::new(
             "b",
@@ -369,8 +379,10 @@ mod tests {
         b.on_change(Box::new(move |n| s.lock().unwrap().push(ports(n))));
         b.set("Default", node("localhost", 1), Status::Up).unwrap();
         b.set("Default", node("localhost", 2), Status::Up).unwrap();
-        b.set("Default", node("localhost", 1), Status::Down).unwrap();
-        b.set("Default", node("localhost", 3), Status::TakeOut).unwrap();
+        b.set("Default", node("localhost", 1), Status::Down)
+            .unwrap();
+        b.set("Default", node("localhost", 3), Status::TakeOut)
+            .unwrap();
         b.set("Default", node("localhost", 1), Status::Up).unwrap();
         assert_eq!(
             *seen.lock().unwrap(),

@@ -62,9 +62,13 @@ impl Extractor {
             Some(ns) => format!("//*[local-name()='{local_name}' and namespace-uri()='{ns}']"),
             None => format!("//*[local-name()='{local_name}']"),
         };
-        compile_template(&format!("${{{xpath}}}"), Some(ExpressionLanguage::XPath), ctx)
-            .map(Extractor::Expression)
-            .map_err(|m| ("localName", m))
+        compile_template(
+            &format!("${{{xpath}}}"),
+            Some(ExpressionLanguage::XPath),
+            ctx,
+        )
+        .map(Extractor::Expression)
+        .map_err(|m| ("localName", m))
     }
 
     /// Runs at load time: Membrane's `jSessionIdExtractor`.
@@ -124,7 +128,10 @@ mod tests {
         let json = Extractor::expression("$.id", Some(ExpressionLanguage::JsonPath), &ctx).unwrap();
         assert!(json.needs_body());
         let mut ex = exchange("POST", "/", &[], r#"{"id":"7"}"#);
-        assert_eq!(json.session_id(&mut ex, Message::Request).as_deref(), Some("7"));
+        assert_eq!(
+            json.session_id(&mut ex, Message::Request).as_deref(),
+            Some("7")
+        );
         let mut ex = exchange("POST", "/", &[], r#"{"other":1}"#);
         assert_eq!(json.session_id(&mut ex, Message::Request), None);
         let mut ex = exchange("POST", "/", &[], "<html/>");
@@ -133,13 +140,23 @@ mod tests {
         let header = Extractor::expression("header['X-Session']", None, &ctx).unwrap();
         assert!(!header.needs_body());
         let mut ex = exchange("GET", "/", &[("x-session", "abc")], "");
-        assert_eq!(header.session_id(&mut ex, Message::Request).as_deref(), Some("abc"));
+        assert_eq!(
+            header.session_id(&mut ex, Message::Request).as_deref(),
+            Some("abc")
+        );
         let braces = Extractor::expression("s-${header.x-session}", None, &ctx).unwrap();
-        assert_eq!(braces.session_id(&mut ex, Message::Request).as_deref(), Some("s-abc"));
+        assert_eq!(
+            braces.session_id(&mut ex, Message::Request).as_deref(),
+            Some("s-abc")
+        );
 
-        let xpath = Extractor::expression("//session", Some(ExpressionLanguage::XPath), &ctx).unwrap();
+        let xpath =
+            Extractor::expression("//session", Some(ExpressionLanguage::XPath), &ctx).unwrap();
         let mut ex = exchange("POST", "/", &[], "<a><session>s1</session></a>");
-        assert_eq!(xpath.session_id(&mut ex, Message::Request).as_deref(), Some("s1"));
+        assert_eq!(
+            xpath.session_id(&mut ex, Message::Request).as_deref(),
+            Some("s1")
+        );
 
         let element = Extractor::xml_element("session", Some("urn:x"), &ctx).unwrap();
         let mut ex = exchange(
@@ -148,12 +165,18 @@ mod tests {
             &[],
             r#"<a xmlns:x="urn:x"><session>no</session><x:session>yes</x:session></a>"#,
         );
-        assert_eq!(element.session_id(&mut ex, Message::Request).as_deref(), Some("yes"));
+        assert_eq!(
+            element.session_id(&mut ex, Message::Request).as_deref(),
+            Some("yes")
+        );
         assert!(Extractor::xml_element("a b", None, &ctx).is_err());
 
         let cookie = Extractor::jsessionid().unwrap();
         let mut ex = exchange("GET", "/", &[("cookie", "a=1; JSESSIONID = x9 ; b=2")], "");
-        assert_eq!(cookie.session_id(&mut ex, Message::Request).as_deref(), Some("x9"));
+        assert_eq!(
+            cookie.session_id(&mut ex, Message::Request).as_deref(),
+            Some("x9")
+        );
         let mut ex = exchange("GET", "/", &[("cookie", "a=1")], "");
         assert_eq!(cookie.session_id(&mut ex, Message::Request), None);
 

@@ -158,7 +158,7 @@ pub struct XmlSessionIdExtractorSettings {
 }
 
 impl BalancerSettings {
-    /// The balancer's name (`Default` when not set).
+    /// Runs at load time: the balancer's name (`Default` when not set).
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or(cluster::DEFAULT_NAME)
     }
@@ -177,9 +177,10 @@ impl BalancerSettings {
                 .iter()
                 .enumerate()
                 .flat_map(|(i, s)| {
-                    s.clusters.iter().enumerate().map(move |(j, c)| {
-                        (format!("clustersFromSpring[{i}].clusters[{j}]"), c)
-                    })
+                    s.clusters
+                        .iter()
+                        .enumerate()
+                        .map(move |(j, c)| (format!("clustersFromSpring[{i}].clusters[{j}]"), c))
                 })
                 .collect()
         } else {
@@ -302,7 +303,7 @@ impl PolicyFactory for Balancer {
 }
 
 impl Balancer {
-    /// The balancer's name.
+    /// The balancer's name (by which `clusterNotification` finds it); for logs and tools.
     pub fn balancer_name(&self) -> &str {
         self.state.name()
     }
@@ -325,7 +326,9 @@ impl Policy for Balancer {
     }
 
     fn response_needs_request(&self) -> bool {
-        self.extractor.as_ref().is_some_and(Extractor::reads_request)
+        self.extractor
+            .as_ref()
+            .is_some_and(Extractor::reads_request)
     }
 
     /// With a session id extractor: asks the engine for the node the request's session is
@@ -403,20 +406,26 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].name, "Production");
         assert_eq!(c[0].nodes.len(), 2, "a node given twice is one node");
-        let spring = settings(serde_json::json!({"name": "balancer1", "clustersFromSpring": [
-            {"clusters": [{"cluster": {"name": "Default", "nodes": [{"node": {"host": "localhost", "port": 4000}}, {"node": {"host": "h"}}]}}]}
-        ]}));
+        let spring = settings(
+            serde_json::json!({"name": "balancer1", "clustersFromSpring": [
+                {"clusters": [{"cluster": {"name": "Default", "nodes": [{"node": {"host": "localhost", "port": 4000}}, {"node": {"host": "h"}}]}}]}
+            ]}),
+        );
         assert_eq!(spring.name(), "balancer1");
         let c = spring.clusters().unwrap();
         assert_eq!(c[0].nodes[1].label(), "h:80");
-        assert!(settings(serde_json::json!({})).clusters().unwrap().is_empty());
+        assert!(settings(serde_json::json!({}))
+            .clusters()
+            .unwrap()
+            .is_empty());
         let e = settings(serde_json::json!({"clusters": [{"name": "a"}, {"name": "a"}]}))
             .clusters()
             .unwrap_err();
         assert_eq!(e.key, "clusters[1].name");
-        let e = settings(serde_json::json!({"clusters": [{"nodes": [{"host": "a b", "port": 1}]}]}))
-            .clusters()
-            .unwrap_err();
+        let e =
+            settings(serde_json::json!({"clusters": [{"nodes": [{"host": "a b", "port": 1}]}]}))
+                .clusters()
+                .unwrap_err();
         assert_eq!(e.key, "clusters[0].nodes[0].host");
         for bad in [
             serde_json::json!({"clusters": [{"nodes": [{"host": "a", "port": 1, "priority": 2}]}]}),
@@ -435,8 +444,14 @@ mod tests {
         let t = |v: serde_json::Value| settings(v).timeout();
         assert_eq!(t(serde_json::json!({})), Some(3_600_000));
         assert_eq!(t(serde_json::json!({"sessionTimeout": 0})), None);
-        assert_eq!(t(serde_json::json!({"sessionTimeout": 600000})), Some(600_000));
-        assert_eq!(t(serde_json::json!({"sessionTimeout": "10s"})), Some(10_000));
+        assert_eq!(
+            t(serde_json::json!({"sessionTimeout": 600000})),
+            Some(600_000)
+        );
+        assert_eq!(
+            t(serde_json::json!({"sessionTimeout": "10s"})),
+            Some(10_000)
+        );
     }
 
     #[test]
@@ -444,20 +459,26 @@ mod tests {
         let e = Balancer::compile(settings(serde_json::json!({})), &plain()).unwrap_err();
         assert!(e.message.contains("top-level `flow`"), "{}", e.message);
         assert!(compile_in_slot("t|ok", serde_json::json!({})).is_ok());
-        let e = compile_in_slot("t|two", serde_json::json!({
-            "sessionIdExtractor": {"sessionSource": "$.id", "language": "jsonpath"},
-            "jSessionIdExtractor": {}
-        }))
+        let e = compile_in_slot(
+            "t|two",
+            serde_json::json!({
+                "sessionIdExtractor": {"sessionSource": "$.id", "language": "jsonpath"},
+                "jSessionIdExtractor": {}
+            }),
+        )
         .unwrap_err();
         assert_eq!(e.key, "sessionIdExtractor");
     }
 
     #[test]
     fn sessions_go_to_their_node_and_bind_to_the_one_that_answered() {
-        let b = compile_in_slot("t|sticky", serde_json::json!({
-            "sessionTimeout": 3600000,
-            "sessionIdExtractor": {"sessionSource": "$.id", "language": "jsonpath"}
-        }))
+        let b = compile_in_slot(
+            "t|sticky",
+            serde_json::json!({
+                "sessionTimeout": 3600000,
+                "sessionIdExtractor": {"sessionSource": "$.id", "language": "jsonpath"}
+            }),
+        )
         .unwrap();
         assert_eq!(b.body_need(), BodyNeed::Buffer);
         assert!(!b.response_needs_request());
@@ -471,19 +492,31 @@ mod tests {
         let mut again = exchange("POST", "/", &[], r#"{"id":"1"}"#);
         b.on_request(&mut again);
         assert_eq!(
-            again.extensions.get::<NodeAffinity>().unwrap().preferred.as_deref(),
+            again
+                .extensions
+                .get::<NodeAffinity>()
+                .unwrap()
+                .preferred
+                .as_deref(),
             Some("localhost:4001")
         );
         // A session id in the response binds too.
         let mut other = exchange("POST", "/", &[], "{}");
         b.on_request(&mut other);
-        other.extensions.get_mut::<NodeAffinity>().unwrap().answered = Some("localhost:4002".into());
-        other.response = Some(http::Response::new(turnpike_core::Body::full(r#"{"id":"9"}"#)));
+        other.extensions.get_mut::<NodeAffinity>().unwrap().answered =
+            Some("localhost:4002".into());
+        other.response = Some(http::Response::new(turnpike_core::Body::full(
+            r#"{"id":"9"}"#,
+        )));
         b.on_response(&mut other);
         let mut nine = exchange("POST", "/", &[], r#"{"id":"9"}"#);
         b.on_request(&mut nine);
         assert_eq!(
-            nine.extensions.get::<NodeAffinity>().unwrap().preferred.as_deref(),
+            nine.extensions
+                .get::<NodeAffinity>()
+                .unwrap()
+                .preferred
+                .as_deref(),
             Some("localhost:4002")
         );
         // Without an extractor the policy leaves requests alone.

@@ -126,11 +126,20 @@ mod tests {
         let b: Arc<str> = "localhost:4001".into();
         assert_eq!(s.node("1", 0, Some(100)), None);
         s.bind("1", &a, 0, Some(100));
-        assert_eq!(s.node("1", 50, Some(100)).as_deref(), Some("localhost:4000"));
+        assert_eq!(
+            s.node("1", 50, Some(100)).as_deref(),
+            Some("localhost:4000")
+        );
         // Used at 50: still there at 150.
-        assert_eq!(s.node("1", 150, Some(100)).as_deref(), Some("localhost:4000"));
+        assert_eq!(
+            s.node("1", 150, Some(100)).as_deref(),
+            Some("localhost:4000")
+        );
         s.bind("1", &b, 160, Some(100));
-        assert_eq!(s.node("1", 170, Some(100)).as_deref(), Some("localhost:4001"));
+        assert_eq!(
+            s.node("1", 170, Some(100)).as_deref(),
+            Some("localhost:4001")
+        );
         assert_eq!(s.node("1", 271, Some(100)), None, "expired");
         assert_eq!(s.len(), 0);
         // Without a timeout, never.

@@ -78,7 +78,8 @@ fn var_ty(v: Var) -> Ty {
         | Var::Scheme
         | Var::ClientIp
         | Var::CertSubject
-        | Var::ConsumerName => Ty::Str,
+        | Var::ConsumerName
+        | Var::User => Ty::Str,
         Var::Query | Var::Headers | Var::ResponseHeaders | Var::PathParams | Var::Env => {
             Ty::Map(Box::new(Ty::Str))
         }
@@ -639,7 +640,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return Ok((node, Ty::Bool));
         }
         "user" if !member && args.is_empty() => {
-            return Ok((Node::Var(Var::ConsumerName), Ty::Str));
+            return Ok((Node::Var(Var::User), Ty::Str));
         }
         "scopes" if !member && args.is_empty() => {
             return Ok((Node::Var(Var::Scopes), Ty::List(Box::new(Ty::Str))));

@@ -33,6 +33,9 @@ pub(crate) enum Var {
     ClientIp,
     CertSubject,
     ConsumerName,
+    /// Membrane's `user()`: the consumer's name, else the authenticated user name (basic
+    /// authentication, a WS-Security UsernameToken) or subject.
+    User,
     ConsumerGroups,
     Jwt,
     ResponseStatus,
@@ -556,6 +559,11 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Var::ConsumerName => borrowed(
             ex.identity()
                 .and_then(|i| i.consumer.as_deref())
+                .unwrap_or(""),
+        ),
+        Var::User => borrowed(
+            ex.identity()
+                .and_then(|i| i.consumer.as_deref().or(i.subject.as_deref()))
                 .unwrap_or(""),
         ),
         Var::ConsumerGroups => Ok(V::List(L::Groups(

@@ -275,7 +275,7 @@ impl Signer {
         let signature = self.template(doc, security, &ids, bst_id.as_deref())?;
         mark_ids(msg)?;
         let mut ctx = XmlSecSignatureContext::new();
-        let key = XmlSecKey::from_memory(&self.key.key, XmlSecKeyFormat::Pkcs8Der, None)
+        let key = XmlSecKey::from_memory(&self.key.key, XmlSecKeyFormat::Der, None)
             .map_err(|e| Fault::internal(format!("the signing key cannot be used: {e}")))?;
         key.load_cert_from_memory(&self.key.cert, XmlSecKeyFormat::CertDer)
             .map_err(|e| Fault::internal(format!("the signing certificate cannot be used: {e}")))?;
