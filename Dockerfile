@@ -12,13 +12,13 @@ ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS build
 
 # What scripts/setup.sh installs to build: libxml2 headers, pkg-config and libclang for the
-# `libxml` crate, libxslt headers for the `libxslt` crate, a C compiler for aws-lc and mimalloc,
-# protoc for the etcd client. Versions are those of the Debian release (with its security
-# updates).
+# `libxml` crate, libxslt headers for the `libxslt` crate, libxmlsec1 headers for the `xmlsec`
+# crate, a C compiler for aws-lc and mimalloc, protoc for the etcd client. Versions are those of
+# the Debian release (with its security updates).
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      pkg-config libxml2-dev libxslt1-dev libclang-dev protobuf-compiler build-essential \
+      pkg-config libxml2-dev libxslt1-dev libxmlsec1-dev libclang-dev protobuf-compiler build-essential \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -33,11 +33,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 FROM debian:bookworm-slim
 
 # libxml2 (XML Schema validation; brings ICU, zlib, liblzma), libxslt (the `transform` policy's
-# XSLT and EXSLT), the CA store (TLS to backends verifies against it by default). No curl: the
-# health check speaks HTTP with bash.
+# XSLT and EXSLT), libxmlsec1 with its OpenSSL engine (wsSecurity's XML Signature), the CA store
+# (TLS to backends verifies against it by default). No curl: the health check speaks HTTP with
+# bash.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libxml2 libxslt1.1 ca-certificates \
+ && apt-get install -y --no-install-recommends libxml2 libxslt1.1 libxmlsec1 libxmlsec1-openssl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 turnpike \
  && useradd --system --uid 10001 --gid turnpike --home-dir /var/lib/turnpike --no-create-home \

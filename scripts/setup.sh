@@ -22,6 +22,8 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libxml-2.0 2>/dev/null || need+=(libxml2-dev)
 # libxslt and libexslt headers for the `libxslt` crate (the `transform` policy's XSLT).
 pkg-config --exists libxslt libexslt 2>/dev/null || need+=(libxslt1-dev)
+# libxmlsec1 headers and xmlsec1-config for the `xmlsec` crate (wsSecurity's XML Signature).
+pkg-config --exists xmlsec1-openssl 2>/dev/null || need+=(libxmlsec1-dev)
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need+=(libclang-dev)
 # A C compiler also builds aws-lc, the TLS crypto provider (aws-lc-sys; no cmake needed).
 command -v cc >/dev/null || need+=(build-essential)

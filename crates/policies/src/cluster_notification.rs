@@ -80,25 +80,25 @@ fn bad(detail: impl Into<String>) -> Outcome {
 }
 
 impl ClusterNotification {
-    /// Membrane's check of the notification's age.
-    fn too_old(&self, query: &str) -> Result<(), Outcome> {
+    /// Membrane's check of the notification's age: the refusal, when it is too old (or, with a
+    /// `timeout`, has no `time`).
+    fn too_old(&self, query: &str) -> Option<Outcome> {
         if self.timeout == 0 {
-            return Ok(());
+            return None;
         }
         let Some(time) = param(query, "time").and_then(|t| t.trim().parse::<i64>().ok()) else {
-            return Err(bad(
+            return Some(bad(
                 "the notification needs its `time` (milliseconds since 1970)",
             ));
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        if now.saturating_sub(time) > self.timeout as i64 {
-            return Err(Outcome::Reject(
+        (now.saturating_sub(time) > self.timeout as i64).then(|| {
+            Outcome::Reject(
                 Problem::new(&types::FORBIDDEN).with_detail("the notification is too old"),
-            ));
-        }
-        Ok(())
+            )
+        })
     }
 }
 
@@ -128,8 +128,8 @@ impl Policy for ClusterNotification {
             return Outcome::Continue;
         };
         let query = ex.original_uri.query().unwrap_or("");
-        if let Err(o) = self.too_old(query) {
-            return o;
+        if let Some(refused) = self.too_old(query) {
+            return refused;
         }
         let Some(host) = param(query, "host") else {
             return bad("the notification needs `host`");

@@ -55,6 +55,7 @@ pub mod shadowing;
 pub mod size_limit;
 pub mod soap_body;
 mod static_body;
+pub mod statistics_csv;
 pub mod template;
 pub mod throttle;
 pub mod xml_json;

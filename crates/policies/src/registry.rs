@@ -50,6 +50,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::admin_console::AdminConsole>(),
     PolicyKind::of::<crate::destination::Destination>(),
     PolicyKind::of::<crate::correlation_id::CorrelationId>(),
+    PolicyKind::of::<crate::statistics_csv::StatisticsCsv>(),
     PolicyKind::of::<crate::open_telemetry::OpenTelemetry>(),
     PolicyKind::of::<crate::llm_gateway::LlmGateway>(),
     PolicyKind::of::<crate::balancer::Balancer>(),

@@ -14,6 +14,12 @@ use http_body_util::Full;
 /// A 2048-bit RSA key made for these tests only.
 const TEST_JWK: &str = r#"{"kty": "RSA", "kid": "turnpike-test", "use": "sig", "alg": "RS256", "n": "sME6DZINKi2tgjQeWqZnUDPGdv_bpnY8i0o2HSaAZZlhaRPcmXURkjYloAarJMEXxq4veXg14hPQlN8f1YCfhCi3_TDHu_itmIo6XsQH3sHjM8vfu2A7lWWXoGqZgbrE_U02jX5Xv3S7vIQRyv-fGHBy9AMSt13PgUpOIhDjxYV7-B_A3tdUq2BKWtze3GJFfYlmSVOiXDqSA4Cdexfc9xVYfis_togF2EC31U4TeyZEjGhm76T2ZkPq7g3r5a2fOa8R4zFNGZyGqJ70Dio4UCWcN4J4964CHr6I0U6ZgNgIAcBguyBgJ9cjYFsKJ48HPMUvKQLVUI4Phmeq5lV8dQ", "e": "AQAB", "d": "EYAFbWkzyySb9Ijl0HfVQXLpiB1WSVQ_iP2fVKIxPYiYGmflrtPmb3bToX_HhhYQHT21uZhrTVJE6S3GNcShsTC5jA8-V0q3H_k075kHu8hajxBKZdTl-_6uVSr4vogYD4mLiIAlKUbiJ4yz7kisydCoW6cfkplufWXhTSzQQF1dgvZ4mv9J7N6qEY96TarzOyrIR53Jhn75Eg0CLvHfjg1u2m9MiT6nE9gfvn4zI0XOw1Li-GXRb-IcynU3No1p0wqGpRn5gOpZ7Awt4LmEcmqaAFELRNWCAGd1EQDSSFIh-G7f8wLc-8Ve0s6OeTp7SjQY8mfHRrgtUb-UqJtEqQ", "p": "2Ly_GNYFDUcIHdbZ-6QVSGMgtiAYSeIyPo44C0CU6zkbWvEw4vJP2kORuQIf94Qko0x4tJfnr-cWXRNHVwZfX7UtXhZqSRxB1NHzKTw7Zu4jt1a10DINwoedrgjh2mjrG8-RIV-pwVRiXc0_vGsTU_mgIUcxwpQWbxBmzCkIAaM", "q": "0MZH0VmZj6NXZoDYuvwf0Yq-0taI6yc9V5mNGw4IOXioSUD8FhjdpsLSrXKZszlG71liamGz_0gympa0hlzSWXx_N0y2qHLuYAyPd7jJFJ0y4PL8VdiBtG2ygtzQP_Swu0cdNyERCo-2vZ_VyfGuarhK_UP5dbEnD7j1s6zd2wc", "dp": "CscgDaEe8TEWEz3K6zuWn1nml4fzDUGFVB0IZm7YuPXHCXezAaYhGG6BwZx8cHeOxtwXqIthRxsLvqclxgsYFQ9SaTpeILKaB3ZFTEilf5HaDtTuB6NlkcXirnPcn1rWTjS9N9ak_2st1RJO2BTPCj8AmocKz21DzFQZeI-VyVc", "dq": "l6WvPQ4MUR2gusAUrZ29rwNNIPDce5MBJ8RNjr1elABknPErKxHczujtBzgbFOgh8nHG3uchS-kxeMDHWGHMGVwpPA3pD-qL5BC7lYcP6H1XG7bkO6cMb_bOl-e1DP-78Azz17uZGUbSwmJ7dDitLK-5KMZbSXXona8IKf8DF7k", "qi": "qRS9KlirpTa-GjmehPUgc3zF8hbr1UwPyq1mGWvHsTjdAqKYebfWZedpuM6m1mPEF-W2Nhp6POTI-xtb-vxyJcEuE2zuIN1LSgJ9GUCppA_oKb8aW2cw68sc98Bo83Ok3aXoRjoc7sbp3UHcLe67wqEOTy0Vf6s3VTw4kjfZ1xk"}"#;
 
+/// The address of a port the gateway listens on (on every interface, as Membrane's configs
+/// say nothing of `ip`).
+fn local(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
 async fn post_form(addr: SocketAddr, path: &str, form: &str) -> Reply {
     send(
         addr,
@@ -67,7 +73,8 @@ api:
         status: 200
 "#
     ));
-    let (auth, api) = (gw.addr_of(auth), gw.addr_of(api));
+    let (auth, api) = (local(auth), local(api));
+    let _gw = gw;
     let r = post_form(
         auth,
         "/oauth2/token",
@@ -80,17 +87,29 @@ api:
     // its type the 8th.
     let text = r.text();
     let pieces: Vec<&str> = text.split('"').collect();
-    assert_eq!((pieces[1], pieces[5], pieces[7]), ("access_token", "token_type", "Bearer"));
+    assert_eq!(
+        (pieces[1], pieces[5], pieces[7]),
+        ("access_token", "token_type", "Bearer")
+    );
     let t = pieces[3].to_owned();
 
     let ok = with_token(api, "/", &t).await;
-    assert_eq!((ok.status.as_u16(), ok.text().as_str()), (200, "Protected resource accessed!"));
+    assert_eq!(
+        (ok.status.as_u16(), ok.text().as_str()),
+        (200, "Protected resource accessed!")
+    );
     let bad = with_token(api, "/", "not-a-token").await;
     assert_eq!(bad.status, 401, "{}", bad.text());
-    assert_eq!(bad.header("www-authenticate"), Some("Bearer error=\"invalid_token\""));
+    assert_eq!(
+        bad.header("www-authenticate"),
+        Some("Bearer error=\"invalid_token\"")
+    );
     assert_eq!(bad.json()["type"], "urn:turnpike:problem:unauthorized");
     let none = get(api, "/").await;
-    assert_eq!((none.status.as_u16(), none.header("www-authenticate")), (401, Some("Bearer")));
+    assert_eq!(
+        (none.status.as_u16(), none.header("www-authenticate")),
+        (401, Some("Bearer"))
+    );
 
     // A wrong secret is RFC 6749's invalid_client.
     let r = post_form(
@@ -155,7 +174,8 @@ api:
         status: 200
 "#
     ));
-    let (auth, api) = (gw.addr_of(auth), gw.addr_of(api));
+    let (auth, api) = (local(auth), local(api));
+    let _gw = gw;
     let t = token(
         auth,
         "grant_type=client_credentials&client_id=order-service&client_secret=secret",
@@ -170,7 +190,8 @@ api:
     // A token signed with another key is refused.
     let forged = {
         let key = jsonwebtoken::EncodingKey::from_secret(b"guess");
-        let claims = serde_json::json!({"sub": "order-service", "aud": "order-api", "exp": 4102444800u64});
+        let claims =
+            serde_json::json!({"sub": "order-service", "aud": "order-api", "exp": 4102444800u64});
         jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).unwrap()
     };
     assert_eq!(with_token(api, "/", &forged).await.status, 401);
@@ -184,7 +205,10 @@ api:
         "grant_type=client_credentials&client_id=order-service&client_secret=secret&scope=admin",
     )
     .await;
-    assert_eq!((r.status.as_u16(), r.json()["error"].as_str()), (400, Some("invalid_scope")));
+    assert_eq!(
+        (r.status.as_u16(), r.json()["error"].as_str()),
+        (400, Some("invalid_scope"))
+    );
     let jwks = get(auth, "/oauth2/certs").await.json();
     assert_eq!(jwks["keys"][0]["kty"], "RSA");
     let discovery = get(auth, "/.well-known/openid-configuration").await.json();
@@ -240,7 +264,8 @@ api:
         status: 200
 "#
     ));
-    let (auth, api) = (gw.addr_of(auth), gw.addr_of(api));
+    let (auth, api) = (local(auth), local(api));
+    let _gw = gw;
     let r = post_form(
         auth,
         "/oauth2/token",
@@ -254,16 +279,27 @@ api:
     let refresh = body["refresh_token"].as_str().unwrap();
     let r = with_token(api, "/", t).await;
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json(), serde_json::json!({"user": "john", "scope": "read write"}));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"user": "john", "scope": "read write"})
+    );
     // The refresh token is no access token.
     assert_eq!(with_token(api, "/", refresh).await.status, 401);
 
-    let form = format!("grant_type=refresh_token&refresh_token={refresh}&client_id=abc&client_secret=def");
+    let form =
+        format!("grant_type=refresh_token&refresh_token={refresh}&client_id=abc&client_secret=def");
     let t2 = token(auth, &form).await;
     let r = with_token(api, "/", &t2).await;
-    assert_eq!(r.json(), serde_json::json!({"user": "john", "scope": "read write"}));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"user": "john", "scope": "read write"})
+    );
     let again = post_form(auth, "/oauth2/token", &form).await;
-    assert_eq!(again.json()["error"], "invalid_grant", "a refresh token is spent once used");
+    assert_eq!(
+        again.json()["error"],
+        "invalid_grant",
+        "a refresh token is spent once used"
+    );
 
     let wrong = post_form(
         auth,
@@ -271,7 +307,10 @@ api:
         "grant_type=password&username=john&password=nope&client_id=abc&client_secret=def",
     )
     .await;
-    assert_eq!((wrong.status.as_u16(), wrong.json()["error"].as_str()), (400, Some("invalid_grant")));
+    assert_eq!(
+        (wrong.status.as_u16(), wrong.json()["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,9 +350,9 @@ async fn a_distributed_issuer_and_validator_share_the_key_set() {
     )
     .unwrap();
     let _issuer = turnpike::start(vec![file]).unwrap();
-    let auth_addr = SocketAddr::from(([127, 0, 0, 1], auth));
+    let auth_addr = local(auth);
     let api = free_port();
-    let validator = TestGateway::start(&format!(
+    let _validator = TestGateway::start(&format!(
         r#"api:
   name: Protected API
   port: {api}
@@ -329,14 +368,20 @@ async fn a_distributed_issuer_and_validator_share_the_key_set() {
         status: 200
 "#
     ));
-    let api = validator.addr_of(api);
+    let api = local(api);
     let jwks = get(auth_addr, "/oauth2/certs").await.json();
-    assert_eq!(jwks["keys"][0]["kid"], "turnpike-test", "the key of the file");
+    assert_eq!(
+        jwks["keys"][0]["kid"], "turnpike-test",
+        "the key of the file"
+    );
     let t = token(
         auth_addr,
         "grant_type=password&username=john&password=password&client_id=abc&client_secret=def",
     )
     .await;
     let r = with_token(api, "/", &t).await;
-    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "Hello, john!"));
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (200, "Hello, john!")
+    );
 }

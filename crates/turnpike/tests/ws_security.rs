@@ -58,7 +58,9 @@ fn keystore(dir: &Path, name: &str) -> String {
     let cert = dir.join(format!("{name}.crt"));
     let p12 = dir.join(format!("{name}.p12"));
     let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
         .args(["-subj", &format!("/CN={name}")])
         .arg("-keyout")
         .arg(&key)
@@ -66,7 +68,11 @@ fn keystore(dir: &Path, name: &str) -> String {
         .arg(&cert)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = std::process::Command::new("openssl")
         .args(["pkcs12", "-export", "-in"])
         .arg(&cert)
@@ -77,7 +83,11 @@ fn keystore(dir: &Path, name: &str) -> String {
         .args(["-passout", "pass:secret", "-name", "signer"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     p12.to_str().unwrap().to_owned()
 }
 
@@ -154,7 +164,12 @@ api:
 async fn a_username_token_added_by_one_api_is_validated_by_another() {
     for password_type in ["PLAIN_TEXT", "DIGEST"] {
         let (adder, validator, echo) = (free_port(), free_port(), free_port());
-        let gw = TestGateway::start(&username_token_config(adder, validator, echo, password_type));
+        let gw = TestGateway::start(&username_token_config(
+            adder,
+            validator,
+            echo,
+            password_type,
+        ));
 
         let r = post_soap(gw.addr_of(adder), CITY_REQUEST).await;
         assert_bonn(&r);
@@ -165,11 +180,20 @@ async fn a_username_token_added_by_one_api_is_validated_by_another() {
         assert_eq!(r.status, 200);
         let secured = r.text();
         assert!(secured.contains(WSSE) && secured.contains(WSU), "{secured}");
-        assert!(secured.contains("<wsse:Username>alice</wsse:Username>"), "{secured}");
-        assert!(secured.contains("<wsu:Timestamp") && secured.contains("mustUnderstand=\"1\""), "{secured}");
+        assert!(
+            secured.contains("<wsse:Username>alice</wsse:Username>"),
+            "{secured}"
+        );
+        assert!(
+            secured.contains("<wsu:Timestamp") && secured.contains("mustUnderstand=\"1\""),
+            "{secured}"
+        );
         match password_type {
             "DIGEST" => {
-                assert!(secured.contains("#PasswordDigest") && !secured.contains(">secret<"), "{secured}");
+                assert!(
+                    secured.contains("#PasswordDigest") && !secured.contains(">secret<"),
+                    "{secured}"
+                );
                 // Sent straight to the validator, it passes once; the second time it is a replay.
                 assert_bonn(&post_soap(gw.addr_of(validator), &secured).await);
                 let r = post_soap(gw.addr_of(validator), &secured).await;
@@ -182,7 +206,10 @@ async fn a_username_token_added_by_one_api_is_validated_by_another() {
         // A wrong password, and no header at all.
         let wrong = secured.replace(">secret<", ">guess<");
         if wrong != secured {
-            assert_fault(&post_soap(gw.addr_of(validator), &wrong).await, "FailedAuthentication");
+            assert_fault(
+                &post_soap(gw.addr_of(validator), &wrong).await,
+                "FailedAuthentication",
+            );
         }
         let r = post_soap(gw.addr_of(validator), CITY_REQUEST).await;
         assert_fault(&r, "InvalidSecurity");
@@ -230,7 +257,11 @@ api:
     );
     let r = post_soap(gw.addr_of(validator), &expired).await;
     assert_fault(&r, "MessageExpired");
-    assert!(r.text().contains("The message has expired."), "{}", r.text());
+    assert!(
+        r.text().contains("The message has expired."),
+        "{}",
+        r.text()
+    );
 
     // SOAP 1.2: the fault is a 1.2 fault with the code as the Sender's subcode, status 400.
     let soap12 = "<e:Envelope xmlns:e=\"http://www.w3.org/2003/05/soap-envelope\"><e:Body><getCity xmlns=\"https://predic8.de/cities\"><name>Bonn</name></getCity></e:Body></e:Envelope>";
@@ -243,7 +274,12 @@ api:
     )
     .await;
     assert_eq!(r.status, 400, "{}", r.text());
-    assert!(r.text().contains("<soapenv:Value>wsse:InvalidSecurity</soapenv:Value>"), "{}", r.text());
+    assert!(
+        r.text()
+            .contains("<soapenv:Value>wsse:InvalidSecurity</soapenv:Value>"),
+        "{}",
+        r.text()
+    );
 
     // Not SOAP at all: a problem, not a fault.
     let r = send(
@@ -364,7 +400,10 @@ async fn a_body_signed_by_one_api_is_verified_by_another_and_tampering_is_refuse
     let r = post_soap(gw.addr_of(echo), CITY_REQUEST).await;
     assert_eq!(r.status, 200);
     let signed = r.text();
-    assert!(signed.contains("<ds:SignatureValue>") && signed.contains("<ds:X509Certificate>"), "{signed}");
+    assert!(
+        signed.contains("<ds:SignatureValue>") && signed.contains("<ds:X509Certificate>"),
+        "{signed}"
+    );
     assert_bonn(&post_soap(gw.addr_of(validator), &signed).await);
 
     // The body changed on the way.
@@ -372,13 +411,21 @@ async fn a_body_signed_by_one_api_is_verified_by_another_and_tampering_is_refuse
     assert_ne!(tampered, signed);
     let r = post_soap(gw.addr_of(validator), &tampered).await;
     assert_fault(&r, "FailedCheck");
-    assert!(r.text().contains("The signature or decryption was invalid."), "{}", r.text());
+    assert!(
+        r.text()
+            .contains("The signature or decryption was invalid."),
+        "{}",
+        r.text()
+    );
 
     // The signature removed: the header has only the timestamp.
     let start = signed.find("<ds:Signature").unwrap();
     let end = signed.find("</ds:Signature>").unwrap() + "</ds:Signature>".len();
     let unsigned = format!("{}{}", &signed[..start], &signed[end..]);
-    assert_fault(&post_soap(gw.addr_of(validator), &unsigned).await, "InvalidSecurity");
+    assert_fault(
+        &post_soap(gw.addr_of(validator), &unsigned).await,
+        "InvalidSecurity",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,7 +433,13 @@ async fn a_signature_by_an_untrusted_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let other = keystore(dir.path(), "other");
     let (signer, validator, echo) = (free_port(), free_port(), free_port());
-    let gw = TestGateway::start(&signature_config(dir.path(), signer, validator, echo, &other));
+    let gw = TestGateway::start(&signature_config(
+        dir.path(),
+        signer,
+        validator,
+        echo,
+        &other,
+    ));
     let r = post_soap(gw.addr_of(signer), CITY_REQUEST).await;
     assert_fault(&r, "FailedCheck");
     assert!(r.text().contains("not in the truststore"), "{}", r.text());
@@ -426,7 +479,10 @@ fn tutorial_70s_encryption_is_a_load_error_that_says_what_to_do() {
         Err(e) => e.to_string(),
     };
     assert!(e.contains("XML Encryption is not supported"), "{e}");
-    assert!(e.contains("terminate WS-Security encryption in the backend"), "{e}");
+    assert!(
+        e.contains("terminate WS-Security encryption in the backend"),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -501,10 +557,13 @@ print(json.dumps(out), flush=True)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["text"], serde_json::json!({"country": "Germany"}), "{v}");
-    assert_eq!(v["digest"], serde_json::json!({"country": "Germany"}), "{v}");
     assert_eq!(
-        v["wrong"]["fault"],
-        "The security token could not be authenticated or authorized.",
+        v["digest"],
+        serde_json::json!({"country": "Germany"}),
+        "{v}"
+    );
+    assert_eq!(
+        v["wrong"]["fault"], "The security token could not be authenticated or authorized.",
         "{v}"
     );
 }

@@ -199,7 +199,10 @@ mod tests {
         let a = SigningKey::from_jwk_text(&text).unwrap();
         let again = SigningKey::from_jwk_text(&format!("{{\"keys\":[{text}]}}")).unwrap();
         assert_eq!(a.public_jwk(), again.public_jwk());
-        assert_eq!(a.public_jwk()["kid"], thumbprint(&b(k.n()), &b(k.e())).as_str());
+        assert_eq!(
+            a.public_jwk()["kid"],
+            thumbprint(&b(k.n()), &b(k.e())).as_str()
+        );
         let token = a.sign(&serde_json::Map::new()).unwrap();
         verify(&again, &token);
         // Without p and q the primes are recovered from n, e and d.
@@ -229,7 +232,10 @@ mod tests {
             ("nope", "not JSON"),
             (r#"{"kty":"EC","n":"AQ","e":"AQAB"}"#, "RSA key is needed"),
             (r#"{"kty":"RSA","n":"AQ","e":"AQAB"}"#, "no private part"),
-            (r#"{"keys":[{"kty":"RSA","n":"AQ","e":"AQAB"}]}"#, "no private key"),
+            (
+                r#"{"keys":[{"kty":"RSA","n":"AQ","e":"AQAB"}]}"#,
+                "no private key",
+            ),
             (
                 r#"{"kty":"RSA","n":"AQ","e":"AQAB","d":"AQ","p":"Aw","q":"BQ"}"#,
                 "RSA key",

@@ -76,7 +76,10 @@ pub(crate) fn json_response(status: StatusCode, body: impl Into<Bytes>) -> Respo
     let mut r = Response::new(Body::full(body.into()));
     *r.status_mut() = status;
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
     r
@@ -150,14 +153,20 @@ mod tests {
 
     #[test]
     fn forms() {
-        let f = Form::parse(b"grant_type=password&username=j%C3%B6hn&password=a+b%2Bc&scope=&resource=a&resource=b").unwrap();
+        let f = Form::parse(
+            b"grant_type=password&username=j%C3%B6hn&password=a+b%2Bc&scope=&resource=a&resource=b",
+        )
+        .unwrap();
         assert_eq!(f.get("grant_type"), Some("password"));
         assert_eq!(f.get("username"), Some("jöhn"));
         assert_eq!(f.get("password"), Some("a b+c"));
         assert_eq!(f.get("scope"), None, "empty values count as absent");
         assert_eq!(f.all("resource").collect::<Vec<_>>(), ["a", "b"]);
         let e = Form::parse(b"a=1&a=2").unwrap_err();
-        assert_eq!((e.status, e.error), (StatusCode::BAD_REQUEST, "invalid_request"));
+        assert_eq!(
+            (e.status, e.error),
+            (StatusCode::BAD_REQUEST, "invalid_request")
+        );
         assert!(Form::parse(b"a=%FF").is_err());
         assert!(Form::parse(&vec![b'a'; MAX_FORM + 1]).is_err());
     }
@@ -166,7 +175,10 @@ mod tests {
     fn errors_are_rfc_6749_json() {
         let r = OAuthError::invalid_client("wrong secret").response();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(r.headers()[header::WWW_AUTHENTICATE], "Basic realm=\"oauth2\"");
+        assert_eq!(
+            r.headers()[header::WWW_AUTHENTICATE],
+            "Basic realm=\"oauth2\""
+        );
         assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
         let body = match r.body() {
             Body::Full(Some(b)) => serde_json::from_slice::<serde_json::Value>(b).unwrap(),

@@ -195,7 +195,11 @@ impl PolicyFactory for AuthServer {
             (_, Some(j)) => jwt_format(j, "bearerJwtToken", 0, &kept, ctx, &mut files)?,
             _ => Format::Opaque,
         };
-        let refresh = match c.refresh.as_ref().map(|r| (&r.bearer_token, &r.bearer_jwt_token)) {
+        let refresh = match c
+            .refresh
+            .as_ref()
+            .map(|r| (&r.bearer_token, &r.bearer_jwt_token))
+        {
             Some((Some(_), Some(_))) => {
                 return Err(err(
                     "refresh.bearerJwtToken",
@@ -306,47 +310,50 @@ impl AuthServer {
         let basic = match authorization(ex, b"basic") {
             None => None,
             Some(b) => {
-                let malformed = || OAuthError::invalid_client("the Basic credentials are malformed");
+                let malformed =
+                    || OAuthError::invalid_client("the Basic credentials are malformed");
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(b)
                     .map_err(|_| malformed())?;
-                let colon = decoded.iter().position(|&c| c == b':').ok_or_else(malformed)?;
+                let colon = decoded
+                    .iter()
+                    .position(|&c| c == b':')
+                    .ok_or_else(malformed)?;
                 // RFC 6749 2.3.1: both are form-encoded before they are joined.
                 let id = super::decode(&decoded[..colon])?;
                 let secret = super::decode(&decoded[colon + 1..])?;
                 Some((id, secret))
             }
         };
-        let (id, secret) = match basic {
-            Some((id, secret)) => {
-                if form.get("client_secret").is_some() {
-                    return Err(OAuthError::bad(
-                        "invalid_request",
-                        "authenticate the client in one way: Basic or the form, not both",
-                    ));
+        let (id, secret) =
+            match basic {
+                Some((id, secret)) => {
+                    if form.get("client_secret").is_some() {
+                        return Err(OAuthError::bad(
+                            "invalid_request",
+                            "authenticate the client in one way: Basic or the form, not both",
+                        ));
+                    }
+                    if form.get("client_id").is_some_and(|f| f != id) {
+                        return Err(OAuthError::bad(
+                            "invalid_request",
+                            "client_id differs from the Basic credentials",
+                        ));
+                    }
+                    (id, secret)
                 }
-                if form.get("client_id").is_some_and(|f| f != id) {
-                    return Err(OAuthError::bad(
-                        "invalid_request",
-                        "client_id differs from the Basic credentials",
-                    ));
-                }
-                (id, secret)
-            }
-            None => match (form.get("client_id"), form.get("client_secret")) {
-                (Some(id), Some(secret)) => (id.to_owned(), secret.to_owned()),
-                (Some(_), None) => {
-                    return Err(OAuthError::invalid_client(
-                        "client_secret is missing: clients authenticate with their secret",
-                    ))
-                }
-                _ => {
-                    return Err(OAuthError::invalid_client(
+                None => match (form.get("client_id"), form.get("client_secret")) {
+                    (Some(id), Some(secret)) => (id.to_owned(), secret.to_owned()),
+                    (Some(_), None) => {
+                        return Err(OAuthError::invalid_client(
+                            "client_secret is missing: clients authenticate with their secret",
+                        ))
+                    }
+                    _ => return Err(OAuthError::invalid_client(
                         "client authentication is required (Basic, or client_id and client_secret)",
-                    ))
-                }
-            },
-        };
+                    )),
+                },
+            };
         self.clients
             .verify(&id, &secret)
             .ok_or_else(|| OAuthError::invalid_client("unknown client or wrong secret"))
@@ -420,7 +427,12 @@ impl AuthServer {
     }
 
     /// Makes one token of `format` for `grant`, with the JWT claims of the grant.
-    fn token(&self, format: &Format, grant: &Grant, user: Option<&User>) -> Result<String, OAuthError> {
+    fn token(
+        &self,
+        format: &Format,
+        grant: &Grant,
+        user: Option<&User>,
+    ) -> Result<String, OAuthError> {
         let failed = |what: String| {
             tracing::error!("oauth2authserver: cannot issue a token: {what}");
             OAuthError {
@@ -509,7 +521,10 @@ impl AuthServer {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+            .is_some_and(|v| {
+                v.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            });
         if !form_type {
             return Err(OAuthError::bad(
                 "invalid_request",
@@ -539,7 +554,13 @@ impl AuthServer {
             GrantType::ClientCredentials => {
                 let scope = self.scope(form.get("scope"), &[client.scopes.as_ref()])?;
                 let aud = Self::audience(&form, &client, None)?;
-                self.issue(&client, None, scope, aud, self.refresh_for_clients && may_refresh)?
+                self.issue(
+                    &client,
+                    None,
+                    scope,
+                    aud,
+                    self.refresh_for_clients && may_refresh,
+                )?
             }
             GrantType::Password => {
                 if self.users.is_empty() {
@@ -558,15 +579,17 @@ impl AuthServer {
                 let user = self.users.verify(name, password).ok_or_else(|| {
                     OAuthError::bad("invalid_grant", "unknown user or wrong password")
                 })?;
-                let scope =
-                    self.scope(form.get("scope"), &[client.scopes.as_ref(), user.scopes.as_ref()])?;
+                let scope = self.scope(
+                    form.get("scope"),
+                    &[client.scopes.as_ref(), user.scopes.as_ref()],
+                )?;
                 let aud = Self::audience(&form, &client, Some(&user))?;
                 self.issue(&client, Some(&user), scope, aud, may_refresh)?
             }
             GrantType::RefreshToken => {
-                let token = form
-                    .get("refresh_token")
-                    .ok_or_else(|| OAuthError::bad("invalid_request", "refresh_token is missing"))?;
+                let token = form.get("refresh_token").ok_or_else(|| {
+                    OAuthError::bad("invalid_request", "refresh_token is missing")
+                })?;
                 let invalid = || OAuthError::bad("invalid_grant", "the refresh token is not valid");
                 let old = self.kept.store.get(token).ok_or_else(invalid)?;
                 if old.kind != Kind::Refresh || *old.client_id != *client.id {
@@ -603,7 +626,10 @@ impl AuthServer {
             body.push_str(&format!(",\"expires_in\":{s}"));
         }
         if !issued.scope.is_empty() {
-            body.push_str(&format!(",\"scope\":{}", Value::String(issued.scope.join(" "))));
+            body.push_str(&format!(
+                ",\"scope\":{}",
+                Value::String(issued.scope.join(" "))
+            ));
         }
         if let Some(r) = issued.refresh {
             body.push_str(&format!(",\"refresh_token\":{}", Value::String(r)));
@@ -660,7 +686,10 @@ impl AuthServer {
                 }
             }
         }
-        Ok(json_response(StatusCode::OK, Value::Object(info).to_string()))
+        Ok(json_response(
+            StatusCode::OK,
+            Value::Object(info).to_string(),
+        ))
     }
 
     /// `/oauth2/revoke` (RFC 7009): forgets a token the authenticated client was issued.
@@ -688,8 +717,10 @@ impl AuthServer {
     /// A public JSON document (discovery, JWKS).
     fn document(body: &Bytes) -> Outcome {
         let mut r = Response::new(Body::full(body.clone()));
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         Outcome::Respond(r)
     }
 }

@@ -49,7 +49,13 @@ fn token(s: &AuthServer, form: &str) -> Answer {
 
 fn userinfo(s: &AuthServer, token: &str) -> Answer {
     let auth = format!("Bearer {token}");
-    call(s, "GET", "/oauth2/userinfo", &[("authorization", &auth)], "")
+    call(
+        s,
+        "GET",
+        "/oauth2/userinfo",
+        &[("authorization", &auth)],
+        "",
+    )
 }
 
 /// The verified claims of a JWT, checked with the server's published key set.
@@ -75,11 +81,17 @@ fn basics(issuer: &str) -> Value {
 #[test]
 fn client_credentials_with_opaque_tokens() {
     let s = server(basics("http://localhost:7101"));
-    let a = token(&s, "grant_type=client_credentials&client_id=abc&client_secret=def");
+    let a = token(
+        &s,
+        "grant_type=client_credentials&client_id=abc&client_secret=def",
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.headers["cache-control"], "no-store");
     assert_eq!(a.body["token_type"], "Bearer");
-    assert!(a.body.get("expires_in").is_none(), "opaque tokens do not expire");
+    assert!(
+        a.body.get("expires_in").is_none(),
+        "opaque tokens do not expire"
+    );
     assert!(a.body.get("refresh_token").is_none());
     let t = a.body["access_token"].as_str().unwrap().to_owned();
     assert_eq!(t.len(), 43);
@@ -105,34 +117,99 @@ fn client_credentials_with_opaque_tokens() {
 fn token_request_errors_are_rfc_6749() {
     let s = server(basics("http://localhost:7102"));
     for (form, status, error) in [
-        ("grant_type=client_credentials&client_id=abc&client_secret=wrong", 401, "invalid_client"),
-        ("grant_type=client_credentials&client_id=nobody&client_secret=def", 401, "invalid_client"),
-        ("grant_type=client_credentials&client_id=abc", 401, "invalid_client"),
+        (
+            "grant_type=client_credentials&client_id=abc&client_secret=wrong",
+            401,
+            "invalid_client",
+        ),
+        (
+            "grant_type=client_credentials&client_id=nobody&client_secret=def",
+            401,
+            "invalid_client",
+        ),
+        (
+            "grant_type=client_credentials&client_id=abc",
+            401,
+            "invalid_client",
+        ),
         ("grant_type=client_credentials", 401, "invalid_client"),
         ("client_id=abc&client_secret=def", 400, "invalid_request"),
-        ("grant_type=client_credentials&grant_type=password&client_id=abc&client_secret=def", 400, "invalid_request"),
-        ("grant_type=authorization_code&code=x&client_id=abc&client_secret=def", 400, "unsupported_grant_type"),
-        ("grant_type=urn:x&client_id=abc&client_secret=def", 400, "unsupported_grant_type"),
-        ("grant_type=password&username=a&password=b&client_id=abc&client_secret=def", 400, "unsupported_grant_type"),
-        ("grant_type=refresh_token&refresh_token=nope&client_id=abc&client_secret=def", 400, "invalid_grant"),
-        ("grant_type=client_credentials&client_id=abc&client_secret=def&scope=admin", 400, "invalid_scope"),
-        ("grant_type=client_credentials&client_id=abc&client_secret=def&resource=x", 400, "invalid_target"),
+        (
+            "grant_type=client_credentials&grant_type=password&client_id=abc&client_secret=def",
+            400,
+            "invalid_request",
+        ),
+        (
+            "grant_type=authorization_code&code=x&client_id=abc&client_secret=def",
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            "grant_type=urn:x&client_id=abc&client_secret=def",
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            "grant_type=password&username=a&password=b&client_id=abc&client_secret=def",
+            400,
+            "unsupported_grant_type",
+        ),
+        (
+            "grant_type=refresh_token&refresh_token=nope&client_id=abc&client_secret=def",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "grant_type=client_credentials&client_id=abc&client_secret=def&scope=admin",
+            400,
+            "invalid_scope",
+        ),
+        (
+            "grant_type=client_credentials&client_id=abc&client_secret=def&resource=x",
+            400,
+            "invalid_target",
+        ),
     ] {
         let a = token(&s, form);
-        assert_eq!((a.status, a.body["error"].as_str()), (status, Some(error)), "{form}");
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (status, Some(error)),
+            "{form}"
+        );
         assert!(a.body["error_description"].is_string());
         if status == 401 {
             assert_eq!(a.headers["www-authenticate"], "Basic realm=\"oauth2\"");
         }
     }
-    let a = call(&s, "POST", "/oauth2/token", &[("content-type", "application/json")], "{}");
+    let a = call(
+        &s,
+        "POST",
+        "/oauth2/token",
+        &[("content-type", "application/json")],
+        "{}",
+    );
     assert_eq!(a.body["error"], "invalid_request");
-    let a = call(&s, "GET", "/oauth2/token?grant_type=client_credentials", &[], "");
-    assert_eq!((a.status, &a.body["problem"]), (405, &json!("method-not-allowed")));
+    let a = call(
+        &s,
+        "GET",
+        "/oauth2/token?grant_type=client_credentials",
+        &[],
+        "",
+    );
+    assert_eq!(
+        (a.status, &a.body["problem"]),
+        (405, &json!("method-not-allowed"))
+    );
     assert_eq!(a.headers["allow"], "POST");
     let a = call(&s, "GET", "/nope", &[], "");
     assert_eq!((a.status, &a.body["problem"]), (404, &json!("not-found")));
-    let a = call(&s, "GET", "/oauth2/auth?response_type=code&client_id=abc", &[], "");
+    let a = call(
+        &s,
+        "GET",
+        "/oauth2/auth?response_type=code&client_id=abc",
+        &[],
+        "",
+    );
     assert_eq!(a.body["error"], "unsupported_response_type");
 }
 
@@ -146,15 +223,33 @@ fn clients_are_held_to_their_grant_types() {
             {"clientId": "app", "clientSecret": "a", "grantTypes": "password"}
         ]}
     }));
-    let a = token(&s, "grant_type=password&username=john&password=password&client_id=svc&client_secret=s");
-    assert_eq!((a.status, &a.body["error"]), (400, &json!("unauthorized_client")));
-    let a = token(&s, "grant_type=password&username=john&password=password&client_id=app&client_secret=a");
+    let a = token(
+        &s,
+        "grant_type=password&username=john&password=password&client_id=svc&client_secret=s",
+    );
+    assert_eq!(
+        (a.status, &a.body["error"]),
+        (400, &json!("unauthorized_client"))
+    );
+    let a = token(
+        &s,
+        "grant_type=password&username=john&password=password&client_id=app&client_secret=a",
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(a.body.get("refresh_token").is_none(), "app may not refresh");
-    let a = token(&s, "grant_type=password&username=john&password=wrong&client_id=app&client_secret=a");
+    let a = token(
+        &s,
+        "grant_type=password&username=john&password=wrong&client_id=app&client_secret=a",
+    );
     assert_eq!((a.status, &a.body["error"]), (400, &json!("invalid_grant")));
-    let a = token(&s, "grant_type=password&username=john&client_id=app&client_secret=a");
-    assert_eq!((a.status, &a.body["error"]), (400, &json!("invalid_request")));
+    let a = token(
+        &s,
+        "grant_type=password&username=john&client_id=app&client_secret=a",
+    );
+    assert_eq!(
+        (a.status, &a.body["error"]),
+        (400, &json!("invalid_request"))
+    );
 }
 
 #[test]
@@ -169,7 +264,10 @@ fn jwt_tokens_carry_audience_and_scope() {
         "bearerJwtToken": {"expiration": 600},
         "claims": {"value": "sub iss aud"}
     }));
-    let a = token(&s, "grant_type=client_credentials&client_id=order-service&client_secret=secret");
+    let a = token(
+        &s,
+        "grant_type=client_credentials&client_id=order-service&client_secret=secret",
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.body["expires_in"], 600);
     assert_eq!(a.body["scope"], "read write");
@@ -186,9 +284,18 @@ fn jwt_tokens_carry_audience_and_scope() {
     // A narrower scope, and the audience asked for.
     let a = token(&s, "grant_type=client_credentials&client_id=order-service&client_secret=secret&scope=read&resource=order-api");
     assert_eq!(a.body["scope"], "read");
-    assert_eq!(claims(&s, a.body["access_token"].as_str().unwrap())["scope"], "read");
-    let a = token(&s, "grant_type=client_credentials&client_id=order-service&client_secret=secret&scope=admin");
-    assert_eq!(a.body, json!({"error": "invalid_scope", "error_description": "the scope `admin` is not allowed"}));
+    assert_eq!(
+        claims(&s, a.body["access_token"].as_str().unwrap())["scope"],
+        "read"
+    );
+    let a = token(
+        &s,
+        "grant_type=client_credentials&client_id=order-service&client_secret=secret&scope=admin",
+    );
+    assert_eq!(
+        a.body,
+        json!({"error": "invalid_scope", "error_description": "the scope `admin` is not allowed"})
+    );
     // JWT access tokens are known to the userinfo endpoint too.
     assert_eq!(userinfo(&s, jwt).status, 200);
     let certs = call(&s, "GET", "/oauth2/certs", &[], "");
@@ -211,11 +318,17 @@ fn password_grant_with_refresh_tokens() {
         "refresh": {"bearerJwtToken": {"expiration": 3600}},
         "claims": {"value": "sub iss aud"}
     }));
-    let a = token(&s, "grant_type=password&username=john&password=password&client_id=abc&client_secret=def");
+    let a = token(
+        &s,
+        "grant_type=password&username=john&password=password&client_id=abc&client_secret=def",
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     let c = claims(&s, a.body["access_token"].as_str().unwrap());
     assert_eq!((&c["sub"], &c["clientId"]), (&json!("john"), &json!("abc")));
-    assert_eq!((&c["aud"], &c["scope"]), (&json!("order-api"), &json!("read write")));
+    assert_eq!(
+        (&c["aud"], &c["scope"]),
+        (&json!("order-api"), &json!("read write"))
+    );
     assert!(c.get("scopes").is_none() && c.get("password").is_none());
     let refresh = a.body["refresh_token"].as_str().unwrap().to_owned();
     // The refresh token is a JWT whose key is not published: resource servers cannot take it
@@ -225,12 +338,20 @@ fn password_grant_with_refresh_tokens() {
     assert!(set.find(&kid).is_none());
     assert_eq!(userinfo(&s, &refresh).status, 401, "not an access token");
 
-    let form = format!("grant_type=refresh_token&refresh_token={refresh}&client_id=abc&client_secret=def");
+    let form =
+        format!("grant_type=refresh_token&refresh_token={refresh}&client_id=abc&client_secret=def");
     let b = token(&s, &form);
     assert_eq!(b.status, 200, "{}", b.body);
     let c = claims(&s, b.body["access_token"].as_str().unwrap());
-    assert_eq!((&c["sub"], &c["aud"], &c["scope"]), (&json!("john"), &json!("order-api"), &json!("read write")));
-    assert_eq!(token(&s, &form).body["error"], "invalid_grant", "a refresh token is used once");
+    assert_eq!(
+        (&c["sub"], &c["aud"], &c["scope"]),
+        (&json!("john"), &json!("order-api"), &json!("read write"))
+    );
+    assert_eq!(
+        token(&s, &form).body["error"],
+        "invalid_grant",
+        "a refresh token is used once"
+    );
     let next = b.body["refresh_token"].as_str().unwrap();
     let narrower = token(&s, &format!("grant_type=refresh_token&refresh_token={next}&scope=read&client_id=abc&client_secret=def"));
     assert_eq!(narrower.body["scope"], "read");
@@ -254,7 +375,8 @@ fn userinfo_answers_the_claims_of_the_granted_scopes() {
             {"id": "profile", "claims": "username email"}
         ]}
     }));
-    let form = "grant_type=password&username=john&password=password&client_id=abc&client_secret=def";
+    let form =
+        "grant_type=password&username=john&password=password&client_id=abc&client_secret=def";
     let a = token(&s, form);
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(a.body["refresh_token"].is_string());
@@ -262,15 +384,24 @@ fn userinfo_answers_the_claims_of_the_granted_scopes() {
     assert_eq!(u.body, json!({"sub": "john"}));
     let a = token(&s, &format!("{form}&scope=profile"));
     let u = userinfo(&s, a.body["access_token"].as_str().unwrap());
-    assert_eq!(u.body, json!({"sub": "john", "username": "john", "email": "john@predic8.de"}));
+    assert_eq!(
+        u.body,
+        json!({"sub": "john", "username": "john", "email": "john@predic8.de"})
+    );
     let a = token(&s, &format!("{form}&scope=nope"));
     assert_eq!(a.body["error"], "invalid_scope");
 
     let none = call(&s, "GET", "/oauth2/userinfo", &[], "");
-    assert_eq!((none.status, &none.headers["www-authenticate"]), (401, &HeaderValue::from_static("Bearer realm=\"oauth2\"")));
+    assert_eq!(
+        (none.status, &none.headers["www-authenticate"]),
+        (401, &HeaderValue::from_static("Bearer realm=\"oauth2\""))
+    );
     let bad = userinfo(&s, "nope");
     assert_eq!(bad.status, 401);
-    assert_eq!(bad.headers["www-authenticate"], "Bearer realm=\"oauth2\", error=\"invalid_token\"");
+    assert_eq!(
+        bad.headers["www-authenticate"],
+        "Bearer realm=\"oauth2\", error=\"invalid_token\""
+    );
     assert_eq!(bad.body["error"], "invalid_token");
 }
 
@@ -283,18 +414,38 @@ fn revocation() {
             {"clientId": "other", "clientSecret": "o"}
         ]}
     }));
-    let t = token(&s, "grant_type=client_credentials&client_id=abc&client_secret=def").body["access_token"]
+    let t = token(
+        &s,
+        "grant_type=client_credentials&client_id=abc&client_secret=def",
+    )
+    .body["access_token"]
         .as_str()
         .unwrap()
         .to_owned();
     let revoke = |form: &str| call(&s, "POST", "/oauth2/revoke", &[FORM], form);
-    assert_eq!(revoke(&format!("token={t}&client_id=abc&client_secret=x")).body["error"], "invalid_client");
-    assert_eq!(revoke(&format!("token={t}&client_id=other&client_secret=o")).body["error"], "invalid_grant");
-    assert_eq!(revoke("client_id=abc&client_secret=def").body["error"], "invalid_request");
+    assert_eq!(
+        revoke(&format!("token={t}&client_id=abc&client_secret=x")).body["error"],
+        "invalid_client"
+    );
+    assert_eq!(
+        revoke(&format!("token={t}&client_id=other&client_secret=o")).body["error"],
+        "invalid_grant"
+    );
+    assert_eq!(
+        revoke("client_id=abc&client_secret=def").body["error"],
+        "invalid_request"
+    );
     assert_eq!(userinfo(&s, &t).status, 200);
-    assert_eq!(revoke(&format!("token={t}&client_id=abc&client_secret=def")).status, 200);
+    assert_eq!(
+        revoke(&format!("token={t}&client_id=abc&client_secret=def")).status,
+        200
+    );
     assert_eq!(userinfo(&s, &t).status, 401);
-    assert_eq!(revoke(&format!("token={t}&client_id=abc&client_secret=def")).status, 200, "unknown tokens too");
+    assert_eq!(
+        revoke(&format!("token={t}&client_id=abc&client_secret=def")).status,
+        200,
+        "unknown tokens too"
+    );
     assert_eq!(call(&s, "GET", "/oauth2/revoke", &[], "").status, 405);
 }
 
@@ -304,21 +455,37 @@ fn discovery_document() {
     let d = call(&s, "GET", "/.well-known/openid-configuration", &[], "");
     assert_eq!(d.status, 200);
     assert_eq!(d.body["issuer"], "http://localhost:7108");
-    assert_eq!(d.body["token_endpoint"], "http://localhost:7108/oauth2/token");
+    assert_eq!(
+        d.body["token_endpoint"],
+        "http://localhost:7108/oauth2/token"
+    );
     assert_eq!(d.body["jwks_uri"], "http://localhost:7108/oauth2/certs");
-    assert_eq!(d.body["grant_types_supported"], json!(["client_credentials", "password", "refresh_token"]));
-    assert_eq!(call(&s, "GET", "/oauth2/certs", &[], "").body, json!({"keys": []}));
+    assert_eq!(
+        d.body["grant_types_supported"],
+        json!(["client_credentials", "password", "refresh_token"])
+    );
+    assert_eq!(
+        call(&s, "GET", "/oauth2/certs", &[], "").body,
+        json!({"keys": []})
+    );
 }
 
 #[test]
 fn endpoints_are_below_the_apis_path() {
-    let s: AuthServerSettings = serde_json::from_value(basics("http://localhost:7109/auth")).unwrap();
+    let s: AuthServerSettings =
+        serde_json::from_value(basics("http://localhost:7109/auth")).unwrap();
     let ctx = CompileContext {
         path_prefix: "/auth/",
         ..plain()
     };
     let s = AuthServer::compile(s, &ctx).unwrap();
-    let a = call(&s, "POST", "/auth/oauth2/token", &[FORM], "grant_type=client_credentials&client_id=abc&client_secret=def");
+    let a = call(
+        &s,
+        "POST",
+        "/auth/oauth2/token",
+        &[FORM],
+        "grant_type=client_credentials&client_id=abc&client_secret=def",
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(call(&s, "POST", "/oauth2/token", &[FORM], "").status, 404);
 }
@@ -331,7 +498,11 @@ fn tokens_and_generated_keys_outlive_a_reload() {
         "bearerJwtToken": {"expiration": 60}
     });
     let first = server(settings.clone());
-    let t = token(&first, "grant_type=client_credentials&client_id=abc&client_secret=def").body["access_token"]
+    let t = token(
+        &first,
+        "grant_type=client_credentials&client_id=abc&client_secret=def",
+    )
+    .body["access_token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -343,13 +514,34 @@ fn tokens_and_generated_keys_outlive_a_reload() {
 #[test]
 fn load_errors() {
     for (settings, expect) in [
-        (json!({"issuer": "localhost:7007", "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}), "http(s) URL"),
-        (json!({"issuer": "http://x", "staticClientList": {"clients": []}}), "at least one client"),
-        (json!({"issuer": "http://x", "issueNonSpecIdTokens": true, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}), "ID tokens"),
-        (json!({"issuer": "http://x", "bearerToken": {}, "bearerJwtToken": {}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}), "one of"),
-        (json!({"issuer": "http://x", "bearerJwtToken": {"jwk": {"location": "/nonexistent/jwk.json"}}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}), "cannot read"),
-        (json!({"issuer": "http://x", "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b", "grantTypes": "authorization_code"}]}}), "login dialog"),
-        (json!({"issuer": "http://x", "claims": {"scopes": [{"id": "a b"}]}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}), "one word"),
+        (
+            json!({"issuer": "localhost:7007", "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}),
+            "http(s) URL",
+        ),
+        (
+            json!({"issuer": "http://x", "staticClientList": {"clients": []}}),
+            "at least one client",
+        ),
+        (
+            json!({"issuer": "http://x", "issueNonSpecIdTokens": true, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}),
+            "ID tokens",
+        ),
+        (
+            json!({"issuer": "http://x", "bearerToken": {}, "bearerJwtToken": {}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}),
+            "one of",
+        ),
+        (
+            json!({"issuer": "http://x", "bearerJwtToken": {"jwk": {"location": "/nonexistent/jwk.json"}}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}),
+            "cannot read",
+        ),
+        (
+            json!({"issuer": "http://x", "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b", "grantTypes": "authorization_code"}]}}),
+            "login dialog",
+        ),
+        (
+            json!({"issuer": "http://x", "claims": {"scopes": [{"id": "a b"}]}, "staticClientList": {"clients": [{"clientId": "a", "clientSecret": "b"}]}}),
+            "one word",
+        ),
     ] {
         let e = compile_error(settings.clone());
         assert!(e.contains(expect), "{settings}: {e}");

@@ -71,7 +71,9 @@ pub(crate) struct Client {
 }
 
 /// Claims a user attribute must not set: the server sets them itself.
-const RESERVED: [&str; 8] = ["sub", "iss", "exp", "iat", "nbf", "jti", "clientId", "scope"];
+const RESERVED: [&str; 8] = [
+    "sub", "iss", "exp", "iat", "nbf", "jti", "clientId", "scope",
+];
 
 /// Splits a list written with blanks or commas.
 pub(crate) fn words(s: &str) -> Vec<String> {
@@ -172,7 +174,10 @@ pub(crate) struct Clients(HashMap<String, Arc<Client>>);
 impl Clients {
     /// Runs at load: compiles `staticClientList.clients`. A client listed twice, an unknown
     /// grant type, or a grant of the authorization code or implicit flow is an error.
-    pub(crate) fn compile(list: &[StaticClient], have_users: bool) -> Result<Clients, CompileError> {
+    pub(crate) fn compile(
+        list: &[StaticClient],
+        have_users: bool,
+    ) -> Result<Clients, CompileError> {
         let mut clients = HashMap::new();
         for (i, c) in list.iter().enumerate() {
             let at = |k: &str| format!("staticClientList.clients[{i}].{k}");
@@ -223,11 +228,17 @@ impl Clients {
                 scopes: c.scopes.as_deref().map(words),
             };
             if clients.insert(id.clone(), Arc::new(client)).is_some() {
-                return Err(err(&at("clientId"), format!("client `{id}` is listed twice")));
+                return Err(err(
+                    &at("clientId"),
+                    format!("client `{id}` is listed twice"),
+                ));
             }
         }
         if clients.is_empty() {
-            return Err(err("staticClientList.clients", "at least one client is needed"));
+            return Err(err(
+                "staticClientList.clients",
+                "at least one client is needed",
+            ));
         }
         Ok(Clients(clients))
     }
@@ -310,7 +321,10 @@ mod tests {
         .unwrap();
         let u = Users::compile(&users).unwrap();
         let john = u.verify("john", "password").unwrap();
-        assert_eq!(john.scopes.as_deref(), Some(&["read".to_owned(), "write".to_owned()][..]));
+        assert_eq!(
+            john.scopes.as_deref(),
+            Some(&["read".to_owned(), "write".to_owned()][..])
+        );
         assert_eq!(john.audience, ["order-api"]);
         assert_eq!(john.attributes["email"], "j@x");
         assert!(u.verify("john", "Password").is_none());

@@ -48,7 +48,12 @@ pub fn signing_key(base: &Path, ks: &KeystoreSettings) -> Result<(SigningKey, Pa
     let chain = match &ks.key_alias {
         Some(alias) => match store.entry(alias) {
             Some(KeyStoreEntry::PrivateKeyChain(c)) => c,
-            Some(_) => return Err(format!("{}: entry `{alias}` holds no private key", ks.location)),
+            Some(_) => {
+                return Err(format!(
+                    "{}: entry `{alias}` holds no private key",
+                    ks.location
+                ))
+            }
             None => return Err(format!("{}: no entry `{alias}`", ks.location)),
         },
         None => {
@@ -61,7 +66,12 @@ pub fn signing_key(base: &Path, ks: &KeystoreSettings) -> Result<(SigningKey, Pa
                 .collect();
             match keys.as_slice() {
                 [(_, c)] => *c,
-                [] => return Err(format!("{}: the keystore holds no private key", ks.location)),
+                [] => {
+                    return Err(format!(
+                        "{}: the keystore holds no private key",
+                        ks.location
+                    ))
+                }
                 many => {
                     let names: Vec<&str> = many.iter().map(|(a, _)| a.as_str()).collect();
                     return Err(format!(

@@ -80,7 +80,10 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> CompileError {
 /// The targets of `references` (or `requiredReferences`) at `key`, checked.
 fn targets(refs: &[Reference], key: &str, signing: bool) -> Result<Vec<Target>, CompileError> {
     if refs.is_empty() {
-        return Err(err(key, "list at least one element to sign (e.g. `by: BODY`)"));
+        return Err(err(
+            key,
+            "list at least one element to sign (e.g. `by: BODY`)",
+        ));
     }
     refs.iter()
         .enumerate()
@@ -158,7 +161,10 @@ impl PolicyFactory for WsSecurity {
                 return Ok(t.clone());
             }
             let ts = c.truststore.as_ref().ok_or_else(|| {
-                err("truststore", "a `validate` signature needs a `truststore` with the signers' certificates")
+                err(
+                    "truststore",
+                    "a `validate` signature needs a `truststore` with the signers' certificates",
+                )
             })?;
             let (certs, path) =
                 keys::trusted(ctx.base_dir, ts).map_err(|m| err("truststore.location", m))?;
@@ -386,7 +392,9 @@ impl WsSecurity {
     ) -> Result<(Vec<u8>, Option<String>), (Fault, Option<crate::names::SoapVersion>)> {
         let mut msg = dom::parse(body).map_err(|e| (Fault::internal(e.0), None))?;
         let version = msg.version;
-        let user = self.run(ex, which, &mut msg, now).map_err(|f| (f, Some(version)))?;
+        let user = self
+            .run(ex, which, &mut msg, now)
+            .map_err(|f| (f, Some(version)))?;
         Ok((msg.to_bytes(), user))
     }
 
@@ -406,7 +414,9 @@ impl WsSecurity {
                     fault::WsseCode::InvalidSecurity,
                     match actor {
                         None => "the message has no wsse:Security header".to_owned(),
-                        Some(a) => format!("the message has no wsse:Security header for the actor `{a}`"),
+                        Some(a) => {
+                            format!("the message has no wsse:Security header for the actor `{a}`")
+                        }
                     },
                 )
             })?;
@@ -441,7 +451,9 @@ impl WsSecurity {
                             crate::names::SoapVersion::V11 => "1",
                             crate::names::SoapVersion::V12 => "true",
                         };
-                        if s.get_attribute_ns("mustUnderstand", msg.soap_ns()).is_none() {
+                        if s.get_attribute_ns("mustUnderstand", msg.soap_ns())
+                            .is_none()
+                        {
                             s.set_attribute_ns("mustUnderstand", v, &soap)
                                 .map_err(|_| dom::internal())?;
                         }
@@ -484,9 +496,8 @@ impl WsSecurity {
             Phase::Response => Which::Response,
         };
         let not_soap = |why: &str| {
-            let p = Problem::new(&problems::BAD_XML).with_detail(format!(
-                "WS-Security could not be applied: {why}"
-            ));
+            let p = Problem::new(&problems::BAD_XML)
+                .with_detail(format!("WS-Security could not be applied: {why}"));
             match phase {
                 Phase::Request => Outcome::Reject(p),
                 Phase::Response => Outcome::Reject(p.with_status(http::StatusCode::BAD_GATEWAY)),
@@ -501,7 +512,12 @@ impl WsSecurity {
         let (out, user) = match result {
             Ok(x) => x,
             Err((f, None)) => {
-                tracing::info!(policy = "wsSecurity", request_id, "not a SOAP message: {}", f.reason);
+                tracing::info!(
+                    policy = "wsSecurity",
+                    request_id,
+                    "not a SOAP message: {}",
+                    f.reason
+                );
                 return not_soap(&format!("the body is not a SOAP message ({})", f.reason));
             }
             Err((f, Some(version))) => {
@@ -560,7 +576,10 @@ impl WsSecurity {
 
 /// The body is written in UTF-8 again: a `charset` of another encoding is replaced.
 fn utf8_content_type(headers: &mut HeaderMap) {
-    let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return;
     };
     let mut parts = ct.split(';');

@@ -112,7 +112,11 @@ impl Target {
 
 /// The namespaces an XPath of a reference may use: `soap` (the message's envelope), `soap11`,
 /// `soap12`, `wsse`, `wsu`, `ds`, and those of `xmlConfig`.
-fn xpath_nodes(msg: &Message, xpath: &str, extra: &[(String, String)]) -> Result<Vec<Node>, String> {
+fn xpath_nodes(
+    msg: &Message,
+    xpath: &str,
+    extra: &[(String, String)],
+) -> Result<Vec<Node>, String> {
     let ctx = libxml::xpath::Context::new(&msg.doc)
         .map_err(|_| "the XPath context could not be created".to_owned())?;
     let builtin = [
@@ -222,7 +226,8 @@ fn b64(data: &[u8]) -> String {
 }
 
 fn set_alg(n: &mut Node, alg: &str) -> Result<(), Fault> {
-    n.set_attribute("Algorithm", alg).map_err(|_| dom::internal())
+    n.set_attribute("Algorithm", alg)
+        .map_err(|_| dom::internal())
 }
 
 impl Signer {
@@ -299,7 +304,8 @@ impl Signer {
             return Ok(id);
         }
         let wsse = dom::namespace_for(security, WSSE_NS, "wsse")?;
-        let mut bst = Node::new("BinarySecurityToken", Some(wsse), doc).map_err(|_| dom::internal())?;
+        let mut bst =
+            Node::new("BinarySecurityToken", Some(wsse), doc).map_err(|_| dom::internal())?;
         security.add_child(&mut bst).map_err(|_| dom::internal())?;
         let id = dom::new_id("X509")?;
         let wsu = dom::namespace_for(&mut bst, WSU_NS, "wsu")?;
@@ -329,15 +335,27 @@ impl Signer {
         sig.set_attribute("Id", &dom::new_id("SIG")?)
             .map_err(|_| dom::internal())?;
         let mut info = dom::add_element(&mut sig, &ds, "SignedInfo")?;
-        set_alg(&mut dom::add_element(&mut info, &ds, "CanonicalizationMethod")?, &self.c14n)?;
-        set_alg(&mut dom::add_element(&mut info, &ds, "SignatureMethod")?, &self.algorithm)?;
+        set_alg(
+            &mut dom::add_element(&mut info, &ds, "CanonicalizationMethod")?,
+            &self.c14n,
+        )?;
+        set_alg(
+            &mut dom::add_element(&mut info, &ds, "SignatureMethod")?,
+            &self.algorithm,
+        )?;
         for id in ids {
             let mut r = dom::add_element(&mut info, &ds, "Reference")?;
             r.set_attribute("URI", &format!("#{id}"))
                 .map_err(|_| dom::internal())?;
             let mut transforms = dom::add_element(&mut r, &ds, "Transforms")?;
-            set_alg(&mut dom::add_element(&mut transforms, &ds, "Transform")?, &self.c14n)?;
-            set_alg(&mut dom::add_element(&mut r, &ds, "DigestMethod")?, &self.digest)?;
+            set_alg(
+                &mut dom::add_element(&mut transforms, &ds, "Transform")?,
+                &self.c14n,
+            )?;
+            set_alg(
+                &mut dom::add_element(&mut r, &ds, "DigestMethod")?,
+                &self.digest,
+            )?;
             dom::add_element(&mut r, &ds, "DigestValue")?;
         }
         dom::add_element(&mut sig, &ds, "SignatureValue")?;
@@ -399,7 +417,12 @@ fn decode_b64(text: &str) -> Result<Vec<u8>, Fault> {
     let clean: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     base64::engine::general_purpose::STANDARD
         .decode(clean)
-        .map_err(|_| Fault::new(WsseCode::InvalidSecurityToken, "malformed Base64 in wsse:Security"))
+        .map_err(|_| {
+            Fault::new(
+                WsseCode::InvalidSecurityToken,
+                "malformed Base64 in wsse:Security",
+            )
+        })
 }
 
 impl Verifier {
@@ -432,8 +455,12 @@ impl Verifier {
                 )));
             }
         }
-        let info = dom::child(&sig, DS_NS, "SignedInfo")
-            .ok_or_else(|| Fault::new(WsseCode::InvalidSecurity, "ds:Signature has no ds:SignedInfo"))?;
+        let info = dom::child(&sig, DS_NS, "SignedInfo").ok_or_else(|| {
+            Fault::new(
+                WsseCode::InvalidSecurity,
+                "ds:Signature has no ds:SignedInfo",
+            )
+        })?;
         allowed(
             "ds:CanonicalizationMethod",
             &algorithm_of(&info, "CanonicalizationMethod"),
@@ -457,9 +484,17 @@ impl Verifier {
             let id = uri
                 .strip_prefix('#')
                 .filter(|i| !i.is_empty() && !i.starts_with("xpointer("))
-                .ok_or_else(|| failed(format!("ds:Reference URI `{uri}` is not a same-document #id")))?;
+                .ok_or_else(|| {
+                    failed(format!(
+                        "ds:Reference URI `{uri}` is not a same-document #id"
+                    ))
+                })?;
             covered.insert(id.to_owned());
-            allowed("ds:DigestMethod", &algorithm_of(r, "DigestMethod"), VERIFY_DIGESTS)?;
+            allowed(
+                "ds:DigestMethod",
+                &algorithm_of(r, "DigestMethod"),
+                VERIFY_DIGESTS,
+            )?;
             if let Some(ts) = dom::child(r, DS_NS, "Transforms") {
                 for t in dom::children(&ts, DS_NS, "Transform") {
                     allowed(
@@ -493,7 +528,10 @@ impl Verifier {
                 .map_err(|e| failed(format!("[{}] {e}", t.describe())))?;
             for el in found {
                 let id = dom::id_of(&el).ok_or_else(|| {
-                    failed(format!("[{}] the element has no wsu:Id, so nothing signed it", t.describe()))
+                    failed(format!(
+                        "[{}] the element has no wsu:Id, so nothing signed it",
+                        t.describe()
+                    ))
                 })?;
                 if matches!(t.by, By::Timestamp | By::UsernameToken) && position(&el) > sig_at {
                     return Err(failed(format!(
@@ -524,7 +562,10 @@ impl Verifier {
         })?;
         if let Some(data) = dom::child(&key_info, DS_NS, "X509Data") {
             let c = dom::child(&data, DS_NS, "X509Certificate").ok_or_else(|| {
-                Fault::new(WsseCode::InvalidSecurityToken, "ds:X509Data has no ds:X509Certificate")
+                Fault::new(
+                    WsseCode::InvalidSecurityToken,
+                    "ds:X509Data has no ds:X509Certificate",
+                )
             })?;
             return decode_b64(&c.get_content());
         }
@@ -563,12 +604,15 @@ impl Verifier {
             )
         })?;
         let uri = r.get_attribute_no_ns("URI").unwrap_or_default();
-        let id = uri.strip_prefix('#').filter(|i| !i.is_empty()).ok_or_else(|| {
-            Fault::new(
-                WsseCode::SecurityTokenUnavailable,
-                "wsse:Reference must be a same-document #id",
-            )
-        })?;
+        let id = uri
+            .strip_prefix('#')
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| {
+                Fault::new(
+                    WsseCode::SecurityTokenUnavailable,
+                    "wsse:Reference must be a same-document #id",
+                )
+            })?;
         let mut tokens = Vec::new();
         let mut stack = vec![msg.envelope.clone()];
         while let Some(n) = stack.pop() {
@@ -597,20 +641,27 @@ impl Verifier {
         if !self.trusted.iter().any(|t| t.as_slice() == cert) {
             return Err(failed("the signing certificate is not in the truststore"));
         }
-        let (_, parsed) = x509_parser::parse_x509_certificate(cert)
-            .map_err(|_| Fault::new(WsseCode::InvalidSecurityToken, "the signing certificate is not X.509"))?;
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(|_| {
+            Fault::new(
+                WsseCode::InvalidSecurityToken,
+                "the signing certificate is not X.509",
+            )
+        })?;
         let secs = now
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
-        let at = x509_parser::time::ASN1Time::from_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
-            .map_err(|_| dom::internal())?;
+        let at =
+            x509_parser::time::ASN1Time::from_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
+                .map_err(|_| dom::internal())?;
         if !parsed.validity().is_valid_at(at) {
             return Err(failed("the signing certificate is not valid at this time"));
         }
         if let Ok(Some(ku)) = parsed.key_usage() {
             if !ku.value.digital_signature() && !ku.value.non_repudiation() {
-                return Err(failed("the signing certificate's key usage does not allow signing"));
+                return Err(failed(
+                    "the signing certificate's key usage does not allow signing",
+                ));
             }
         }
         Ok(())

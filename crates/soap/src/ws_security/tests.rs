@@ -76,16 +76,35 @@ fn text_and_digest_passwords_are_checked() {
     let wrong = security(&token("alice", "nope", PASSWORD_TEXT, ""));
     assert_eq!(code(check(&v, &wrong, now)), WsseCode::FailedAuthentication);
     let unknown = security(&token("mallory", "secret", PASSWORD_TEXT, ""));
-    assert_eq!(code(check(&v, &unknown, now)), WsseCode::FailedAuthentication);
+    assert_eq!(
+        code(check(&v, &unknown, now)),
+        WsseCode::FailedAuthentication
+    );
     let created = time::format(now);
-    let d = security(&digest_token("alice", "secret", b"0123456789abcdef", &created));
+    let d = security(&digest_token(
+        "alice",
+        "secret",
+        b"0123456789abcdef",
+        &created,
+    ));
     assert_eq!(check(&v, &d, now).unwrap(), "alice");
-    let bad = security(&digest_token("alice", "wrong", b"0123456789abcdeX", &created));
+    let bad = security(&digest_token(
+        "alice",
+        "wrong",
+        b"0123456789abcdeX",
+        &created,
+    ));
     assert_eq!(code(check(&v, &bad, now)), WsseCode::FailedAuthentication);
     let no_nonce = security(&token("alice", "x", PASSWORD_DIGEST, ""));
-    assert_eq!(code(check(&v, &no_nonce, now)), WsseCode::InvalidSecurityToken);
+    assert_eq!(
+        code(check(&v, &no_nonce, now)),
+        WsseCode::InvalidSecurityToken
+    );
     let other = security(&token("alice", "secret", "urn:other", ""));
-    assert_eq!(code(check(&v, &other, now)), WsseCode::UnsupportedSecurityToken);
+    assert_eq!(
+        code(check(&v, &other, now)),
+        WsseCode::UnsupportedSecurityToken
+    );
 }
 
 #[test]
@@ -93,17 +112,35 @@ fn a_replayed_nonce_is_refused() {
     let v = validator();
     let now = SystemTime::now();
     let created = time::format(now);
-    let d = security(&digest_token("alice", "secret", b"nonce-nonce-1234", &created));
+    let d = security(&digest_token(
+        "alice",
+        "secret",
+        b"nonce-nonce-1234",
+        &created,
+    ));
     assert!(check(&v, &d, now).is_ok());
     let again = check(&v, &d, now + Duration::from_secs(1));
-    assert_eq!(again.as_ref().unwrap_err().code, Some(WsseCode::FailedAuthentication));
+    assert_eq!(
+        again.as_ref().unwrap_err().code,
+        Some(WsseCode::FailedAuthentication)
+    );
     assert!(again.unwrap_err().reason.contains("replay"));
     // Another nonce passes; a wrong password does not use up the nonce.
-    let other = security(&digest_token("alice", "secret", b"nonce-nonce-5678", &created));
+    let other = security(&digest_token(
+        "alice",
+        "secret",
+        b"nonce-nonce-5678",
+        &created,
+    ));
     assert!(check(&v, &other, now).is_ok());
     let wrong = security(&digest_token("alice", "bad", b"nonce-nonce-9999", &created));
     assert!(check(&v, &wrong, now).is_err());
-    let right = security(&digest_token("alice", "secret", b"nonce-nonce-9999", &created));
+    let right = security(&digest_token(
+        "alice",
+        "secret",
+        b"nonce-nonce-9999",
+        &created,
+    ));
     assert!(check(&v, &right, now).is_ok());
 }
 
@@ -111,8 +148,16 @@ fn a_replayed_nonce_is_refused() {
 fn a_stale_or_future_created_is_refused() {
     let v = validator();
     let now = SystemTime::now();
-    for t in [now - Duration::from_secs(301), now + Duration::from_secs(301)] {
-        let d = security(&digest_token("alice", "secret", b"0123456789abcdef", &time::format(t)));
+    for t in [
+        now - Duration::from_secs(301),
+        now + Duration::from_secs(301),
+    ] {
+        let d = security(&digest_token(
+            "alice",
+            "secret",
+            b"0123456789abcdef",
+            &time::format(t),
+        ));
         let e = check(&v, &d, now).unwrap_err();
         assert_eq!(e.code, Some(WsseCode::FailedAuthentication), "{e:?}");
         assert!(e.reason.contains("freshness"), "{e:?}");
@@ -123,22 +168,32 @@ fn a_stale_or_future_created_is_refused() {
         PASSWORD_TEXT,
         "<wsu:Created>yesterday</wsu:Created>",
     ));
-    assert_eq!(code(check(&v, &garbage, now)), WsseCode::InvalidSecurityToken);
+    assert_eq!(
+        code(check(&v, &garbage, now)),
+        WsseCode::InvalidSecurityToken
+    );
 }
 
 #[test]
 fn a_missing_or_ambiguous_token_is_refused() {
     let v = validator();
     let now = SystemTime::now();
-    assert_eq!(code(check(&v, &security(""), now)), WsseCode::InvalidSecurityToken);
+    assert_eq!(
+        code(check(&v, &security(""), now)),
+        WsseCode::InvalidSecurityToken
+    );
     let two = security(&format!(
         "{}{}",
         token("alice", "secret", PASSWORD_TEXT, ""),
         token("alice", "secret", PASSWORD_TEXT, "")
     ));
     assert_eq!(code(check(&v, &two, now)), WsseCode::InvalidSecurityToken);
-    let no_password = security("<wsse:UsernameToken><wsse:Username>alice</wsse:Username></wsse:UsernameToken>");
-    assert_eq!(code(check(&v, &no_password, now)), WsseCode::InvalidSecurityToken);
+    let no_password =
+        security("<wsse:UsernameToken><wsse:Username>alice</wsse:Username></wsse:UsernameToken>");
+    assert_eq!(
+        code(check(&v, &no_password, now)),
+        WsseCode::InvalidSecurityToken
+    );
 }
 
 fn ts(created: SystemTime, expires: Option<SystemTime>) -> String {
@@ -177,8 +232,12 @@ fn timestamps_are_checked_against_the_clock() {
     );
     // Within the skew either way.
     assert!(check_ts(&ts(now + m, Some(now - m)), now).is_ok());
-    assert_eq!(code(check_ts(&security(""), now)), WsseCode::InvalidSecurity);
-    let two = security("<wsu:Timestamp><wsu:Created>x</wsu:Created></wsu:Timestamp><wsu:Timestamp/>");
+    assert_eq!(
+        code(check_ts(&security(""), now)),
+        WsseCode::InvalidSecurity
+    );
+    let two =
+        security("<wsu:Timestamp><wsu:Created>x</wsu:Created></wsu:Timestamp><wsu:Timestamp/>");
     assert_eq!(code(check_ts(&two, now)), WsseCode::InvalidSecurity);
     let bad = security("<wsu:Timestamp><wsu:Created>x</wsu:Created></wsu:Timestamp>");
     assert_eq!(code(check_ts(&bad, now)), WsseCode::FailedCheck);
@@ -225,8 +284,14 @@ fn secure_then_validate_round_trips_and_removes_the_header() {
     let plain = "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body><x/></s:Body></s:Envelope>";
     let (secured, user) = apply(&adder, plain).unwrap();
     assert_eq!(user, None);
-    assert!(secured.contains("wsse:Security") && secured.contains("s:mustUnderstand=\"1\""), "{secured}");
-    assert!(secured.contains(PASSWORD_DIGEST) && secured.contains("wsse:Nonce"), "{secured}");
+    assert!(
+        secured.contains("wsse:Security") && secured.contains("s:mustUnderstand=\"1\""),
+        "{secured}"
+    );
+    assert!(
+        secured.contains(PASSWORD_DIGEST) && secured.contains("wsse:Nonce"),
+        "{secured}"
+    );
     let checker = policy(serde_json::json!({"validate": [
         {"timestamp": {"clockSkew": "PT1M"}},
         {"usernameToken": {"staticUserDataProvider": {"users": [{"username": "alice", "password": "secret"}]}}}
@@ -249,21 +314,42 @@ fn without_validate_the_peers_tokens_are_dropped() {
     let inbound = security(&token("mallory", "x", PASSWORD_TEXT, ""));
     let (out, _) = apply(&adder, &inbound).unwrap();
     assert!(!out.contains("mallory"), "{out}");
-    assert!(out.contains("wsu:Timestamp") && !out.contains("mustUnderstand"), "{out}");
-    assert_eq!(out.matches("Security ").count() + out.matches("Security>").count(), 2, "{out}");
+    assert!(
+        out.contains("wsu:Timestamp") && !out.contains("mustUnderstand"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("Security ").count() + out.matches("Security>").count(),
+        2,
+        "{out}"
+    );
 }
 
 #[test]
 fn soap_12_and_actor_are_honoured() {
-    let adder = policy(serde_json::json!({"actor": "urn:gw", "secure": [{"usernameToken": {"username": "u", "password": "p"}}]}));
-    let xml = "<e:Envelope xmlns:e=\"http://www.w3.org/2003/05/soap-envelope\"><e:Body/></e:Envelope>";
+    let adder = policy(
+        serde_json::json!({"actor": "urn:gw", "secure": [{"usernameToken": {"username": "u", "password": "p"}}]}),
+    );
+    let xml =
+        "<e:Envelope xmlns:e=\"http://www.w3.org/2003/05/soap-envelope\"><e:Body/></e:Envelope>";
     let (out, _) = apply(&adder, xml).unwrap();
-    assert!(out.contains("e:role=\"urn:gw\"") && out.contains("e:mustUnderstand=\"true\""), "{out}");
+    assert!(
+        out.contains("e:role=\"urn:gw\"") && out.contains("e:mustUnderstand=\"true\""),
+        "{out}"
+    );
     assert!(out.contains("<e:Header>"), "{out}");
-    let checker = policy(serde_json::json!({"validate": [{"usernameToken": {"username": "u", "password": "p"}}]}));
+    let checker = policy(
+        serde_json::json!({"validate": [{"usernameToken": {"username": "u", "password": "p"}}]}),
+    );
     let e = apply(&checker, &out).unwrap_err();
-    assert_eq!(e.code, Some(WsseCode::InvalidSecurity), "the header is for another actor");
-    let for_gw = policy(serde_json::json!({"actor": "urn:gw", "validate": [{"usernameToken": {"username": "u", "password": "p"}}]}));
+    assert_eq!(
+        e.code,
+        Some(WsseCode::InvalidSecurity),
+        "the header is for another actor"
+    );
+    let for_gw = policy(
+        serde_json::json!({"actor": "urn:gw", "validate": [{"usernameToken": {"username": "u", "password": "p"}}]}),
+    );
     assert_eq!(apply(&for_gw, &out).unwrap().1.as_deref(), Some("u"));
 }
 
@@ -273,11 +359,23 @@ fn faults_carry_the_wsse_code_in_both_versions() {
     let r = fault::fault_response(crate::names::SoapVersion::V11, &f);
     assert_eq!(r.status(), 500);
     let x = fault::fault_xml(crate::names::SoapVersion::V11, &f);
-    assert!(x.contains("<faultcode>wsse:FailedAuthentication</faultcode>") && x.contains("a &lt;b&gt;"), "{x}");
+    assert!(
+        x.contains("<faultcode>wsse:FailedAuthentication</faultcode>") && x.contains("a &lt;b&gt;"),
+        "{x}"
+    );
     let x = fault::fault_xml(crate::names::SoapVersion::V12, &f);
-    assert!(x.contains("<soapenv:Value>wsse:FailedAuthentication</soapenv:Value>"), "{x}");
-    assert_eq!(fault::fault_response(crate::names::SoapVersion::V12, &f).status(), 400);
-    for v in [crate::names::SoapVersion::V11, crate::names::SoapVersion::V12] {
+    assert!(
+        x.contains("<soapenv:Value>wsse:FailedAuthentication</soapenv:Value>"),
+        "{x}"
+    );
+    assert_eq!(
+        fault::fault_response(crate::names::SoapVersion::V12, &f).status(),
+        400
+    );
+    for v in [
+        crate::names::SoapVersion::V11,
+        crate::names::SoapVersion::V12,
+    ] {
         crate::xml::parse(fault::fault_xml(v, &f).as_bytes()).unwrap();
     }
 }
@@ -286,21 +384,51 @@ fn faults_carry_the_wsse_code_in_both_versions() {
 fn unsupported_settings_are_load_errors() {
     for (yaml, needle) in [
         (serde_json::json!({}), "at least one"),
-        (serde_json::json!({"secure": [{"encrypt": {"recipientAlias": "x"}}]}), "XML Encryption"),
-        (serde_json::json!({"validate": [{"decrypt": {}}]}), "XML Encryption"),
-        (serde_json::json!({"validate": [{"usernameToken": {}}]}), "no users"),
-        (serde_json::json!({"validate": [{"usernameToken": {"username": "a", "password": "$2y$10$abc"}}]}), "hashed"),
-        (serde_json::json!({"validate": [{"signature": {"requiredReferences": [{"by": "BODY"}]}}]}), "truststore"),
-        (serde_json::json!({"secure": [{"signature": {"references": [{"by": "BODY"}]}}]}), "keystore"),
-        (serde_json::json!({"secure": [{"signature": {"references": []}}]}), "at least one"),
-        (serde_json::json!({"secure": [{"signature": {"references": [{"by": "HEADER"}]}}]}), "HEADER"),
-        (serde_json::json!({"secure": [{"signature": {"references": [{"by": "TIMESTAMP"}]}}, {"timestamp": {}}]}), "after"),
+        (
+            serde_json::json!({"secure": [{"encrypt": {"recipientAlias": "x"}}]}),
+            "XML Encryption",
+        ),
+        (
+            serde_json::json!({"validate": [{"decrypt": {}}]}),
+            "XML Encryption",
+        ),
+        (
+            serde_json::json!({"validate": [{"usernameToken": {}}]}),
+            "no users",
+        ),
+        (
+            serde_json::json!({"validate": [{"usernameToken": {"username": "a", "password": "$2y$10$abc"}}]}),
+            "hashed",
+        ),
+        (
+            serde_json::json!({"validate": [{"signature": {"requiredReferences": [{"by": "BODY"}]}}]}),
+            "truststore",
+        ),
+        (
+            serde_json::json!({"secure": [{"signature": {"references": [{"by": "BODY"}]}}]}),
+            "keystore",
+        ),
+        (
+            serde_json::json!({"secure": [{"signature": {"references": []}}]}),
+            "at least one",
+        ),
+        (
+            serde_json::json!({"secure": [{"signature": {"references": [{"by": "HEADER"}]}}]}),
+            "HEADER",
+        ),
+        (
+            serde_json::json!({"secure": [{"signature": {"references": [{"by": "TIMESTAMP"}]}}, {"timestamp": {}}]}),
+            "after",
+        ),
     ] {
-        let e = compile(yaml.clone()).err().unwrap_or_else(|| panic!("{yaml} compiled"));
+        let e = compile(yaml.clone())
+            .err()
+            .unwrap_or_else(|| panic!("{yaml} compiled"));
         assert!(e.to_string().contains(needle), "{yaml}: {e}");
     }
-    let unknown: Result<WsSecuritySettings, _> =
-        serde_json::from_value(serde_json::json!({"validate": [{"usernameToken": {"jdbcUserDataProvider": {}}}]}));
+    let unknown: Result<WsSecuritySettings, _> = serde_json::from_value(
+        serde_json::json!({"validate": [{"usernameToken": {"jdbcUserDataProvider": {}}}]}),
+    );
     assert!(unknown.is_err());
 }
 
@@ -311,7 +439,9 @@ fn signer_p12(dir: &std::path::Path, name: &str) -> String {
     let cert = dir.join(format!("{name}.crt"));
     let p12 = dir.join(format!("{name}.p12"));
     let ok = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+        ])
         .arg(format!("/CN={name}"))
         .arg("-keyout")
         .arg(&key)
@@ -319,7 +449,11 @@ fn signer_p12(dir: &std::path::Path, name: &str) -> String {
         .arg(&cert)
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let ok = std::process::Command::new("openssl")
         .args(["pkcs12", "-export", "-in"])
         .arg(&cert)
@@ -330,7 +464,11 @@ fn signer_p12(dir: &std::path::Path, name: &str) -> String {
         .args(["-passout", "pass:secret", "-name", "signer"])
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     p12.to_str().unwrap().to_owned()
 }
 
@@ -371,19 +509,29 @@ fn a_signed_message_verifies_and_a_tampered_one_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let p12 = signer_p12(dir.path(), "signer");
     let (signed, _) = apply(&full_signer(&p12), CITY).unwrap();
-    assert!(signed.contains("ds:SignatureValue") && signed.contains("wsse:BinarySecurityToken"), "{signed}");
+    assert!(
+        signed.contains("ds:SignatureValue") && signed.contains("wsse:BinarySecurityToken"),
+        "{signed}"
+    );
     assert_eq!(signed.matches("<ds:Reference ").count(), 5, "{signed}");
     let verifier = full_verifier(&p12);
     let (clean, user) = apply(&verifier, &signed).unwrap();
     assert_eq!(user.as_deref(), Some("alice"));
-    assert!(!clean.contains("Security") && clean.contains("<name>Bonn</name>"), "{clean}");
+    assert!(
+        !clean.contains("Security") && clean.contains("<name>Bonn</name>"),
+        "{clean}"
+    );
 
     // The body changed after signing.
     let tampered = signed.replace("<name>Bonn</name>", "<name>Paris</name>");
     let e = apply(&full_verifier(&p12), &tampered).unwrap_err();
     assert_eq!(e.code, Some(WsseCode::FailedCheck), "{e:?}");
     // The timestamp changed after signing.
-    let e = apply(&full_verifier(&p12), &signed.replacen("<wsu:Expires>2", "<wsu:Expires>3", 1)).unwrap_err();
+    let e = apply(
+        &full_verifier(&p12),
+        &signed.replacen("<wsu:Expires>2", "<wsu:Expires>3", 1),
+    )
+    .unwrap_err();
     assert_eq!(e.code, Some(WsseCode::FailedCheck), "{e:?}");
 }
 
@@ -410,7 +558,10 @@ fn the_signer_must_be_trusted_and_cover_what_is_required() {
     }));
     let e = apply(&needs_ts, &signed).unwrap_err();
     assert_eq!(e.code, Some(WsseCode::FailedCheck));
-    assert!(e.reason.contains("TIMESTAMP") && e.reason.contains("not covered"), "{e:?}");
+    assert!(
+        e.reason.contains("TIMESTAMP") && e.reason.contains("not covered"),
+        "{e:?}"
+    );
     let body = policy(serde_json::json!({
         "truststore": {"location": p12, "password": "secret"},
         "validate": [{"signature": {"requiredReferences": [{"by": "BODY"}]}}]
@@ -439,8 +590,12 @@ fn wrapped_and_weak_signatures_are_refused() {
     let start = signed.find("<s:Body").unwrap();
     let end = signed.find("</s:Body>").unwrap() + "</s:Body>".len();
     let original = &signed[start..end];
-    let parked = original.replacen("<s:Body", "<s:Parked", 1).replace("</s:Body>", "</s:Parked>");
-    let wrapped = signed.replace(original, "<s:Body><evil/></s:Body>").replacen("<s:Header>", &format!("<s:Header>{parked}"), 1);
+    let parked = original
+        .replacen("<s:Body", "<s:Parked", 1)
+        .replace("</s:Body>", "</s:Parked>");
+    let wrapped = signed
+        .replace(original, "<s:Body><evil/></s:Body>")
+        .replacen("<s:Header>", &format!("<s:Header>{parked}"), 1);
     let e = apply(&verifier, &wrapped).unwrap_err();
     assert_eq!(e.code, Some(WsseCode::FailedCheck), "{e:?}");
     // The same, with the new body wearing the signed body's id.

@@ -72,14 +72,16 @@ pub fn check(timestamp: &Node, now: SystemTime, skew: Duration) -> Result<(), Fa
             }),
         }
     };
-    let created = read("Created")?.ok_or_else(|| {
-        Fault::new(WsseCode::FailedCheck, "wsu:Timestamp has no wsu:Created")
-    })?;
+    let created = read("Created")?
+        .ok_or_else(|| Fault::new(WsseCode::FailedCheck, "wsu:Timestamp has no wsu:Created"))?;
     let expires = read("Expires")?;
     if created > now + skew {
         return Err(Fault::new(
             WsseCode::FailedCheck,
-            format!("wsu:Timestamp Created ({}) lies in the future", time::format(created)),
+            format!(
+                "wsu:Timestamp Created ({}) lies in the future",
+                time::format(created)
+            ),
         ));
     }
     if created + skew < now {

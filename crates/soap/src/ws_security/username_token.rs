@@ -48,7 +48,8 @@ pub fn add(
     now: SystemTime,
 ) -> Result<Node, Fault> {
     let wsse = dom::namespace_for(security, WSSE_NS, "wsse")?;
-    let mut token = Node::new("UsernameToken", Some(wsse.clone()), doc).map_err(|_| dom::internal())?;
+    let mut token =
+        Node::new("UsernameToken", Some(wsse.clone()), doc).map_err(|_| dom::internal())?;
     security
         .add_child(&mut token)
         .map_err(|_| dom::internal())?;
