@@ -280,7 +280,9 @@ pub(crate) fn compile_plain_api(
             })
             .into_iter()
             .collect();
-        let balancer_slot = balancer.as_ref().map(crate::balancer::CompiledBalancer::slot);
+        let balancer_slot = balancer
+            .as_ref()
+            .map(crate::balancer::CompiledBalancer::slot);
         let flow_parts = FlowParts {
             set,
             consumers,

@@ -80,7 +80,9 @@ fn shared(parts: &FlowParts<'_>) -> http::Extensions {
     let mut shared = http::Extensions::new();
     shared.insert(Arc::clone(parts.consumers));
     shared.insert(Arc::clone(parts.python));
-    shared.insert(turnpike_policies::outbound::Outbound::from_gateway(&parts.set.gateway));
+    shared.insert(turnpike_policies::outbound::Outbound::from_gateway(
+        &parts.set.gateway,
+    ));
     if let Some(w) = parts.wsdl {
         shared.insert(Arc::clone(w));
     }
@@ -124,7 +126,9 @@ pub(crate) fn compile_consumers(
 ) -> Consumers {
     let mut none = http::Extensions::new();
     none.insert(Arc::clone(python));
-    none.insert(turnpike_policies::outbound::Outbound::from_gateway(&set.gateway));
+    none.insert(turnpike_policies::outbound::Outbound::from_gateway(
+        &set.gateway,
+    ));
     let scope = TemplateScope::default();
     Consumers::compile(
         &set.consumers,

@@ -385,7 +385,11 @@ pub fn internal_name(url: &str) -> Option<&str> {
 /// A `proxy:` document as an API on its port that takes every request.
 fn proxy_api(p: &turnpike_config::ProxyConfig) -> ApiConfig {
     ApiConfig {
-        name: Some(p.name.clone().unwrap_or_else(|| format!("proxy {}", p.port))),
+        name: Some(
+            p.name
+                .clone()
+                .unwrap_or_else(|| format!("proxy {}", p.port)),
+        ),
         description: p.description.clone(),
         port: p.port,
         ip: p.ip,

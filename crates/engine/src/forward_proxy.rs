@@ -29,7 +29,14 @@ fn origin(ex: &Exchange) -> Result<(String, u16), Problem> {
         ));
     }
     let port = authority.port_u16().unwrap_or(80);
-    Ok((authority.host().trim_start_matches('[').trim_end_matches(']').to_owned(), port))
+    Ok((
+        authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+        port,
+    ))
 }
 
 async fn connect(
@@ -92,28 +99,32 @@ pub async fn forward(
         *r.status_mut() = StatusCode::OK;
         return Ok(r);
     }
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .map_err(|e| {
-            tracing::info!(host, "forward proxy: {e}");
-            Problem::new(&problems::UPSTREAM_ERROR)
-        })?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(|e| {
+                tracing::info!(host, "forward proxy: {e}");
+                Problem::new(&problems::UPSTREAM_ERROR)
+            })?;
     tokio::task::spawn_local(async move {
         if let Err(e) = conn.await {
             tracing::debug!("forward proxy connection: {e}");
         }
     });
     // Origin form on the way to the origin, with the origin's Host.
-    let target = ex
-        .request
-        .uri
-        .path_and_query()
-        .map_or_else(|| http::Uri::from_static("/"), |pq| http::Uri::from(pq.clone()));
+    let target = ex.request.uri.path_and_query().map_or_else(
+        || http::Uri::from_static("/"),
+        |pq| http::Uri::from(pq.clone()),
+    );
     let mut headers = ex.request.headers.clone();
     remove_hop_by_hop(&mut headers);
     headers.remove("proxy-authorization");
     headers.remove("proxy-connection");
-    let authority = if port == 80 { host.clone() } else { format!("{host}:{port}") };
+    let authority = if port == 80 {
+        host.clone()
+    } else {
+        format!("{host}:{port}")
+    };
     if let Ok(v) = HeaderValue::from_str(&authority) {
         headers.insert(header::HOST, v);
     }

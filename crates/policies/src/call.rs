@@ -83,7 +83,11 @@ impl PolicyFactory for Call {
         let with_body = method == Method::POST || method == Method::PUT || method == Method::PATCH;
         let (url, https) = if c.url.contains("${") {
             let t = compile_template(&c.url, c.language, ctx).map_err(|m| err("url", m))?;
-            let https = !c.url.trim_start().to_ascii_lowercase().starts_with("http://");
+            let https = !c
+                .url
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("http://");
             (Url::Template(t), https)
         } else {
             let e = Endpoint::parse(&c.url).map_err(|m| err("url", m))?;
@@ -149,7 +153,12 @@ impl Call {
             let result = outbound::send(&to, req, tls.as_ref(), limits).await;
             Box::new(move |ex: &mut Exchange| match result {
                 Ok(reply) => {
-                    tracing::debug!(request_id = rid, url = u, status = reply.head.status.as_u16(), "call answered");
+                    tracing::debug!(
+                        request_id = rid,
+                        url = u,
+                        status = reply.head.status.as_u16(),
+                        "call answered"
+                    );
                     apply(ex, reply);
                     Outcome::Continue
                 }
@@ -327,8 +336,10 @@ mod tests {
         assert_eq!(p.method, Method::GET);
         assert_eq!(p.body_need(), BodyNeed::None);
         assert!(p.tls.is_none());
-        let p = compile(serde_json::json!({"url": "http://x/${$.a}", "language": "jsonpath", "method": "POST"}))
-            .unwrap();
+        let p = compile(
+            serde_json::json!({"url": "http://x/${$.a}", "language": "jsonpath", "method": "POST"}),
+        )
+        .unwrap();
         assert!(p.with_body);
         assert_eq!(p.body_need(), BodyNeed::Buffer);
         let p = compile(serde_json::json!({"url": "http://x/${property.id}"})).unwrap();
@@ -393,7 +404,12 @@ mod tests {
                     "url": format!("http://{addr}/missing"), "method": "POST"
                 }))
                 .unwrap();
-                let mut ex = exchange("GET", "/", &[("content-type", "application/json")], r#"{"a":1}"#);
+                let mut ex = exchange(
+                    "GET",
+                    "/",
+                    &[("content-type", "application/json")],
+                    r#"{"a":1}"#,
+                );
                 assert!(matches!(run(&p, &mut ex).await, Outcome::Continue));
                 let (method, _, headers, body) = seen.lock().unwrap()[1].clone();
                 assert_eq!(method, "POST");
@@ -443,8 +459,7 @@ mod tests {
         local
             .run_until(async {
                 let (addr, _) = server().await;
-                let mut p =
-                    compile(serde_json::json!({"url": format!("http://{addr}/")})).unwrap();
+                let mut p = compile(serde_json::json!({"url": format!("http://{addr}/")})).unwrap();
                 p.limits.max_body_size = 5;
                 match run(&p, &mut ex).await {
                     Outcome::Reject(pr) => assert_eq!(pr.kind(), "upstream-error"),

@@ -96,7 +96,15 @@ pub fn compile_flow<T>(
         if p.name == "for" {
             let nested = |flow: &[PolicyConfig], key: &str, errors: &mut ConfigErrors| {
                 let mut inner = Vec::new();
-                compile_flow(flow, owner, key, Direction::Request, ctx, &mut inner, errors);
+                compile_flow(
+                    flow,
+                    owner,
+                    key,
+                    Direction::Request,
+                    ctx,
+                    &mut inner,
+                    errors,
+                );
                 Chain::new(inner)
             };
             let in_response = dir == Direction::Response;

@@ -63,9 +63,9 @@ impl Items {
         let src = src.trim();
         match language {
             Some(ExpressionLanguage::JsonPath) => json_path(src),
-            Some(ExpressionLanguage::XPath) => Err(
-                "`for` iterates over JSON values: use `language: jsonpath` or `spel`".into(),
-            ),
+            Some(ExpressionLanguage::XPath) => {
+                Err("`for` iterates over JSON values: use `language: jsonpath` or `spel`".into())
+            }
             None | Some(ExpressionLanguage::Spel) => {
                 if let Some(inner) = src
                     .strip_prefix("jsonPath(")
@@ -538,9 +538,6 @@ mod tests {
         .unwrap();
         let mut ex = exchange("GET", "/", &[], "");
         set_property(&mut ex, "it", serde_json::json!({"name": "A\"b", "n": 2}));
-        assert_eq!(
-            t.render(&ex),
-            r#"A"b|2|"A\"b"|null|{"n":2,"name":"A\"b"}"#
-        );
+        assert_eq!(t.render(&ex), r#"A"b|2|"A\"b"|null|{"n":2,"name":"A\"b"}"#);
     }
 }

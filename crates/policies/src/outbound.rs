@@ -48,9 +48,7 @@ impl Outbound {
             max_body_size: limits
                 .and_then(|l| l.max_body_size)
                 .map_or(d.max_body_size, |s| s.0),
-            connect_timeout: t
-                .and_then(|t| t.connect)
-                .map_or(d.connect_timeout, |v| v.0),
+            connect_timeout: t.and_then(|t| t.connect).map_or(d.connect_timeout, |v| v.0),
             timeout: t.and_then(|t| t.upstream).map_or(d.timeout, |v| v.0),
         }
     }
@@ -86,10 +84,12 @@ impl Failure {
                 .with_detail(format!("the {what} could not connect")),
             Failure::Tls(_) => Problem::new(&problems::UPSTREAM_TLS)
                 .with_detail(format!("TLS for the {what} failed")),
-            Failure::Broken(_) => Problem::new(&problems::UPSTREAM_ERROR)
-                .with_detail(format!("the {what} failed")),
-            Failure::TooLarge(_) => Problem::new(&problems::UPSTREAM_ERROR)
-                .with_detail(format!("the answer to the {what} is larger than the size limit")),
+            Failure::Broken(_) => {
+                Problem::new(&problems::UPSTREAM_ERROR).with_detail(format!("the {what} failed"))
+            }
+            Failure::TooLarge(_) => Problem::new(&problems::UPSTREAM_ERROR).with_detail(format!(
+                "the answer to the {what} is larger than the size limit"
+            )),
         }
     }
 }
@@ -163,7 +163,9 @@ impl Endpoint {
             .authority()
             .ok_or_else(|| format!("`{url}` has no host"))?;
         if authority.as_str().contains('@') {
-            return Err(format!("`{url}`: user information in the URL is not supported"));
+            return Err(format!(
+                "`{url}`: user information in the URL is not supported"
+            ));
         }
         let host = authority
             .host()
@@ -237,13 +239,20 @@ async fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
         }
     }
     Err(last.unwrap_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::NotFound, format!("`{host}` has no address"))
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{host}` has no address"),
+        )
     }))
 }
 
 /// One request on a new connection, the connection driven alongside until the response body
 /// is read.
-async fn exchange<IO>(io: TokioIo<IO>, req: Request<Full<Bytes>>, max: u64) -> Result<Reply, Failure>
+async fn exchange<IO>(
+    io: TokioIo<IO>,
+    req: Request<Full<Bytes>>,
+    max: u64,
+) -> Result<Reply, Failure>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

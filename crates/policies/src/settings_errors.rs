@@ -20,10 +20,45 @@ pub(crate) fn push_errors<T>(
 ) {
     for e in es {
         let key = join(at, &e.key);
+        let message = with_membrane_alternative(e.message);
         errors.push(if e.at_key {
-            owner.error_at_key(&key, e.message)
+            owner.error_at_key(&key, message)
         } else {
-            owner.error(&key, e.message)
+            owner.error(&key, message)
         });
+    }
+}
+
+/// Membrane's settings that need a database or Java, which Turnpike does not have, and what to
+/// use instead.
+const MEMBRANE_SETTINGS: &[(&str, &str)] = &[
+    ("mongoDBApiKeyStore", "API keys in MongoDB are not supported: list them in `simple` or an `apiKeyFileStore`, or as consumers' credentials"),
+    ("databaseApiKeyStore", "API keys in a database are not supported: list them in `simple` or an `apiKeyFileStore`, or as consumers' credentials"),
+    ("jdbcUserDataProvider", "users in a database are not supported: list them in `users`, an htpasswd file (`htpasswdFileProvider`) or as consumers' credentials"),
+];
+
+/// `message`, with the alternative when it is about one of [`MEMBRANE_SETTINGS`] (see
+/// `docs/membrane.md`).
+fn with_membrane_alternative(message: String) -> String {
+    for (name, instead) in MEMBRANE_SETTINGS {
+        if message.contains(&format!("`{name}`")) {
+            return format!("Membrane's `{name}`: {instead} (see docs/membrane.md)");
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn membranes_database_settings_name_the_alternative() {
+        let m = super::with_membrane_alternative(
+            "unknown variant `mongoDBApiKeyStore`, expected one of `keys`".into(),
+        );
+        assert!(
+            m.starts_with("Membrane's `mongoDBApiKeyStore`: API keys in MongoDB"),
+            "{m}"
+        );
+        assert_eq!(super::with_membrane_alternative("other".into()), "other");
     }
 }

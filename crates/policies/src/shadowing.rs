@@ -136,12 +136,18 @@ fn compile_target(
     let key = |k: &str| format!("{at}.{k}");
     let dest = match (&t.url, &t.host) {
         (Some(_), Some(_)) => {
-            return Err(err(at, "give either `url` or `host` (with `port`), not both"))
+            return Err(err(
+                at,
+                "give either `url` or `host` (with `port`), not both",
+            ))
         }
         (None, None) => return Err(err(at, "give `host` (with `port`) or `url`")),
         (Some(url), None) => {
             if t.port.is_some() {
-                return Err(err(&key("port"), "`port` goes with `host`; `url` has its own"));
+                return Err(err(
+                    &key("port"),
+                    "`port` goes with `host`; `url` has its own",
+                ));
             }
             let e = Endpoint::parse(url).map_err(|m| err(&key("url"), m))?;
             if t.ssl.is_some() && !e.https {
@@ -503,7 +509,11 @@ mod tests {
         let mut ex = exchange(
             "POST",
             "/orders?x=1",
-            &[("host", "shop.example"), ("x-a", "b"), ("connection", "close")],
+            &[
+                ("host", "shop.example"),
+                ("x-a", "b"),
+                ("connection", "close"),
+            ],
             "{\"n\":1}",
         );
         assert!(matches!(s.on_request(&mut ex), Outcome::Continue));

@@ -133,7 +133,10 @@ impl StatisticsCsv {
         );
         field(&ex.client.ip().to_string(), &mut line);
         field(&text(ex.request.headers.get(header::HOST)), &mut line);
-        field(&text(ex.request.headers.get(header::CONTENT_TYPE)), &mut line);
+        field(
+            &text(ex.request.headers.get(header::CONTENT_TYPE)),
+            &mut line,
+        );
         field(
             &ex.request_bytes()
                 .map(|b| b.len().to_string())
@@ -163,7 +166,8 @@ impl Policy for StatisticsCsv {
     /// Notes when the request arrived.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
         if ex.extensions.get::<Started>().is_none() {
-            ex.extensions.insert(Started(SystemTime::now(), Instant::now()));
+            ex.extensions
+                .insert(Started(SystemTime::now(), Instant::now()));
         }
         Outcome::Continue
     }
@@ -190,13 +194,19 @@ mod tests {
         let file = dir.path().join("logs/stats.csv");
         let compile = || {
             StatisticsCsv::compile(
-                serde_json::from_value(serde_json::json!({ "file": file.to_str().unwrap() })).unwrap(),
+                serde_json::from_value(serde_json::json!({ "file": file.to_str().unwrap() }))
+                    .unwrap(),
                 &plain(),
             )
             .unwrap()
         };
         let p = compile();
-        let mut ex = exchange("POST", "/a;b?q=1", &[("host", "backend:8080"), ("content-type", "text/plain")], "hello");
+        let mut ex = exchange(
+            "POST",
+            "/a;b?q=1",
+            &[("host", "backend:8080"), ("content-type", "text/plain")],
+            "hello",
+        );
         p.on_request(&mut ex);
         ex.response = Some(
             http::Response::builder()
@@ -216,6 +226,9 @@ mod tests {
         assert_eq!(cols[0], "201");
         assert_eq!(cols[3], "POST");
         assert_eq!(lines[1].matches("\"/a;b?q=1\"").count(), 1, "{text}");
-        assert!(lines[1].contains(";backend:8080;text/plain;5;application/json;7;"), "{text}");
+        assert!(
+            lines[1].contains(";backend:8080;text/plain;5;application/json;7;"),
+            "{text}"
+        );
     }
 }

@@ -168,3 +168,23 @@ fn the_table_checks_itself() {
         ["one", "two.three"]
     );
 }
+
+/// Every Membrane policy Turnpike refuses is in the migration guide, with what to use instead,
+/// and none of them is also a Turnpike policy.
+#[test]
+fn every_unsupported_membrane_policy_is_in_the_migration_guide() {
+    let guide = std::fs::read_to_string(docs().join("../membrane.md")).expect("docs/membrane.md");
+    let mut problems = Vec::new();
+    for (name, instead) in turnpike_policies::membrane::UNSUPPORTED {
+        if !guide.contains(&format!("`{name}`")) {
+            problems.push(format!("`{name}` is not in docs/membrane.md"));
+        }
+        if POLICIES.iter().any(|k| k.name == *name) {
+            problems.push(format!("`{name}` is a policy and listed as unsupported"));
+        }
+        if instead.trim().is_empty() {
+            problems.push(format!("`{name}` has no alternative"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

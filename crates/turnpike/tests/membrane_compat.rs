@@ -136,10 +136,7 @@ fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
             "groovy: { src: 'exc.request.header.add(\"X\", \"1\")' }",
             "Membrane's `groovy` is not supported: scripts cannot run",
         ),
-        (
-            "ntlm: {}",
-            "Membrane's `ntlm` is not supported",
-        ),
+        ("ntlm: {}", "Membrane's `ntlm` is not supported"),
         (
             "oauth2Resource2: { membrane: { src: 'http://localhost:8000' } }",
             "use `jwtAuth` with the provider's JSON Web Key Set",
@@ -1495,7 +1492,10 @@ api:
     let addr = gw.listeners()[0].1;
     assert_eq!(get(addr, "/shop/items").await.status, 200);
     assert_eq!(get(addr, "/shop/nothing").await.status, 404);
-    let admin = [("authorization", "Basic YWRtaW46YWRtaW4="), ("x-api-key", "demo-key")];
+    let admin = [
+        ("authorization", "Basic YWRtaW46YWRtaW4="),
+        ("x-api-key", "demo-key"),
+    ];
     assert_eq!(get_with(addr, "/admin", &admin).await.status, 200);
     assert_eq!(
         get_with(addr, "/admin", &admin[..1]).await.status,
@@ -1504,23 +1504,26 @@ api:
     );
     let r = get(addr, "/fruits/7").await;
     assert_eq!(r.status, 301);
-    assert_eq!(r.header("location"), Some("https://shop.example.com/products/7"));
+    assert_eq!(
+        r.header("location"),
+        Some("https://shop.example.com/products/7")
+    );
     gw.shutdown();
 }
 
 /// Sends `raw` on a new connection to `addr` and reads until `until` appears in the answer.
-async fn raw_exchange(
-    stream: &mut tokio::net::TcpStream,
-    raw: &str,
-    until: &str,
-) -> String {
+async fn raw_exchange(stream: &mut tokio::net::TcpStream, raw: &str, until: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(raw.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !String::from_utf8_lossy(&got).contains(until) {
-        assert!(std::time::Instant::now() < deadline, "{}", String::from_utf8_lossy(&got));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
         let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buf))
             .await
             .unwrap()
@@ -1558,7 +1561,9 @@ api:
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let r = raw_exchange(
         &mut s,
-        &format!("GET http://{o}/shop?q=1 HTTP/1.1\r\nHost: {o}\r\nProxy-Connection: keep-alive\r\n\r\n"),
+        &format!(
+            "GET http://{o}/shop?q=1 HTTP/1.1\r\nHost: {o}\r\nProxy-Connection: keep-alive\r\n\r\n"
+        ),
         "\r\n\r\n",
     )
     .await;
@@ -1584,7 +1589,10 @@ api:
     .await;
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     assert_eq!(origin.last().uri, "/tunnelled");
-    assert!(!origin.last().headers.contains_key("x-added-by"), "the tunnel is opaque");
+    assert!(
+        !origin.last().headers.contains_key("x-added-by"),
+        "the tunnel is opaque"
+    );
     // An origin-form request is not for a proxy; a dead origin is 502.
     assert_eq!(get(addr, "/").await.status, 400);
     let dead = free_port();

@@ -385,3 +385,53 @@ async fn a_distributed_issuer_and_validator_share_the_key_set() {
         (200, "Hello, john!")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_validator_tells_the_servers_answers_apart() {
+    let userinfo = Backend::start().await;
+    let closed = free_port();
+    let (forbidden, failing, unreachable) = (free_port(), free_port(), free_port());
+    let b = userinfo.port();
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: {forbidden}
+  flow:
+    - tokenValidator:
+        endpoint: http://127.0.0.1:{b}/status/403
+    - return: {{}}
+---
+api:
+  port: {failing}
+  flow:
+    - tokenValidator:
+        endpoint: http://127.0.0.1:{b}/status/500
+    - return: {{}}
+---
+api:
+  port: {unreachable}
+  flow:
+    - tokenValidator:
+        endpoint: http://127.0.0.1:{closed}/oauth2/userinfo
+    - return: {{}}
+"#
+    ));
+    let _gw = gw;
+    let r = with_token(local(forbidden), "/", "t0k3n").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    let seen = userinfo.last();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(seen.headers["authorization"], "Bearer t0k3n");
+    let r = with_token(local(failing), "/", "t0k3n").await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:upstream-error");
+    let r = with_token(local(unreachable), "/", "t0k3n").await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(
+        r.json()["type"],
+        "urn:turnpike:problem:upstream-unreachable"
+    );
+    assert_eq!(userinfo.count(), 2, "no token, no question");
+    let r = get(local(forbidden), "/").await;
+    assert_eq!(r.status, 401);
+    assert_eq!(userinfo.count(), 2);
+}

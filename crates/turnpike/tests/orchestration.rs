@@ -169,7 +169,10 @@ async fn call_get_returns_the_details_of_the_newest_product() {
         r.json(),
         serde_json::json!({"id": 14, "name": "Bike", "price": 5})
     );
-    assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
     let seen = shop.seen();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].uri, "/shop/v2/products/14");
@@ -274,10 +277,16 @@ async fn call_post_creates_a_product_from_another() {
     let seen = shop.seen();
     assert_eq!(seen.len(), 2);
     let post = &seen[1];
-    assert_eq!((post.method.as_str(), post.uri.as_str()), ("POST", "/shop/v2/products"));
+    assert_eq!(
+        (post.method.as_str(), post.uri.as_str()),
+        ("POST", "/shop/v2/products")
+    );
     assert_eq!(post.headers["content-type"], "application/json");
     let sent: serde_json::Value = serde_json::from_slice(&post.body).unwrap();
-    assert_eq!(sent, serde_json::json!({"name": "Bike Big Pack", "price": 6}));
+    assert_eq!(
+        sent,
+        serde_json::json!({"name": "Bike Big Pack", "price": 6})
+    );
     assert_eq!(
         post.headers["content-length"],
         post.body.len().to_string().as_str()
@@ -575,7 +584,10 @@ async fn shadowing_copies_requests_and_the_client_gets_the_targets_answer() {
     let copies = wait_for(&shadow.seen, 1).await;
     assert_eq!(copies.len(), 1);
     let c = &copies[0];
-    assert_eq!((c.method.as_str(), c.uri.as_str()), ("POST", "/products?x=1"));
+    assert_eq!(
+        (c.method.as_str(), c.uri.as_str()),
+        ("POST", "/products?x=1")
+    );
     assert_eq!(c.body.as_ref(), b"hello shadow");
     assert_eq!(c.headers["x-trace"], "t1");
     assert_eq!(c.headers["host"], "test.local");
@@ -596,7 +608,10 @@ async fn shadowing_copies_requests_and_the_client_gets_the_targets_answer() {
     assert_eq!(r.body, big);
     let copies = wait_for(&shadow.seen, 3).await;
     assert_eq!(copies.len(), 3);
-    assert_eq!((copies[1].method.as_str(), copies[1].uri.as_str()), ("GET", "/a"));
+    assert_eq!(
+        (copies[1].method.as_str(), copies[1].uri.as_str()),
+        ("GET", "/a")
+    );
     assert_eq!(copies[2].method, "PUT");
     assert_eq!(copies[2].body, big);
 
@@ -666,7 +681,9 @@ fn settings_that_cannot_work_are_load_errors() {
         "api:\n  port: 0\n  flow:\n    - for:\n        in: $.a\n        language: jsonpath\n        flow:\n          - response:\n              - log: {}\n    - return: {}\n",
     );
     assert!(e.contains("cannot stand inside"), "{e}");
-    let e = load_error("api:\n  port: 0\n  flow:\n    - call:\n        url: localhost/x\n    - return: {}\n");
+    let e = load_error(
+        "api:\n  port: 0\n  flow:\n    - call:\n        url: localhost/x\n    - return: {}\n",
+    );
     assert!(e.contains("http://"), "{e}");
     let e = load_error(
         "api:\n  port: 0\n  flow:\n    - call:\n        url: http://localhost/x\n        timeout: 5\n    - return: {}\n",

@@ -793,9 +793,19 @@ async fn membranes_client_auth_modes_with_a_truststore_beside_them() {
     let call = |port: u16, with_cert: bool| {
         let resolve = format!("localhost:{port}:127.0.0.1");
         let url = format!("https://localhost:{port}/");
-        let mut args = vec!["--cacert".to_owned(), ca.clone(), "--resolve".into(), resolve];
+        let mut args = vec![
+            "--cacert".to_owned(),
+            ca.clone(),
+            "--resolve".into(),
+            resolve,
+        ];
         if with_cert {
-            args.extend(["--cert".into(), p(&pki.client.cert), "--key".into(), p(&pki.client.key)]);
+            args.extend([
+                "--cert".into(),
+                p(&pki.client.cert),
+                "--key".into(),
+                p(&pki.client.key),
+            ]);
         }
         args.push(url);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -83,7 +83,9 @@ fn first_values(code: &str) -> String {
         let before = &rest[..i];
         // The parameter access that ends right before: `param(s).NAME` or `param(s)[...]`.
         let start = before
-            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '[' || c == ']' || c == '\''))
+            .rfind(|c: char| {
+                !(c.is_alphanumeric() || c == '_' || c == '.' || c == '[' || c == ']' || c == '\'')
+            })
             .map_or(0, |p| p + 1);
         let access = &before[start..];
         let is_param = access.starts_with("params.")

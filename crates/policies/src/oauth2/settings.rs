@@ -53,7 +53,7 @@ pub struct AuthServerSettings {
     #[serde(default)]
     #[schemars(skip)]
     pub message: Option<LoginFlowOnly>,
-    /// Membrane's session manager of the login dialog: refused.
+    /// Membrane's `sessionManager` (login dialog): refused.
     #[serde(default)]
     #[schemars(skip)]
     pub session_manager: Option<LoginFlowOnly>,
@@ -61,7 +61,7 @@ pub struct AuthServerSettings {
     #[serde(default)]
     #[schemars(skip)]
     pub account_blocker: Option<LoginFlowOnly>,
-    /// Membrane's session attribute export of the login dialog: refused.
+    /// Membrane's `exposeUserCredentialsToSession` (login dialog): refused.
     #[serde(default)]
     #[schemars(skip)]
     pub expose_user_credentials_to_session: Option<LoginFlowOnly>,

@@ -46,7 +46,6 @@ impl GrantType {
 }
 
 /// A user of the password grant.
-#[derive(Debug)]
 pub(crate) struct User {
     pub name: Arc<str>,
     password: PasswordCheck,
@@ -59,7 +58,6 @@ pub(crate) struct User {
 }
 
 /// A client.
-#[derive(Debug)]
 pub(crate) struct Client {
     pub id: Arc<str>,
     secret: PasswordCheck,
@@ -68,6 +66,28 @@ pub(crate) struct Client {
     pub resources: Vec<String>,
     /// The scopes the client may ask for (`None`: not limited by the client).
     pub scopes: Option<Vec<String>>,
+}
+
+// What a user or client is, without its password or secret.
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .field("scopes", &self.scopes)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("grants", &self.grants)
+            .field("resources", &self.resources)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Claims a user attribute must not set: the server sets them itself.

@@ -365,6 +365,10 @@ fn probe_sign(signer: &Signer) -> Result<(), String> {
     })
 }
 
+/// The message after the parts ran (serialized again) and the user a UsernameToken
+/// authenticated.
+type Applied = (Vec<u8>, Option<String>);
+
 /// Which message a phase works on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -389,7 +393,7 @@ impl WsSecurity {
         which: Which,
         body: &[u8],
         now: SystemTime,
-    ) -> Result<(Vec<u8>, Option<String>), (Fault, Option<crate::names::SoapVersion>)> {
+    ) -> Result<Applied, (Fault, Option<crate::names::SoapVersion>)> {
         let mut msg = dom::parse(body).map_err(|e| (Fault::internal(e.0), None))?;
         let version = msg.version;
         let user = self
