@@ -150,3 +150,27 @@ mod tests {
         );
     }
 }
+
+/// The host name of `ip` by the system's resolver (`getnameinfo`: `/etc/hosts`, then PTR
+/// records), as Membrane's host name rules read it; `None` when it has none or the lookup does
+/// not finish within `timeout`. The lookup blocks, so it runs on the runtime's blocking pool.
+pub async fn reverse(ip: IpAddr, timeout: Duration) -> Option<String> {
+    let lookup = tokio::task::spawn_blocking(move || dns_lookup::lookup_addr(&ip));
+    match tokio::time::timeout(timeout, lookup).await {
+        Ok(Ok(Ok(name))) if name.parse::<IpAddr>().is_err() => {
+            Some(name.trim_end_matches('.').to_owned())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod reverse_tests {
+    #[tokio::test]
+    async fn loopback_has_a_name_and_a_timeout_is_none() {
+        let name = super::reverse("127.0.0.1".parse().unwrap(), std::time::Duration::from_secs(5)).await;
+        assert!(name.is_some_and(|n| !n.is_empty()));
+        let none = super::reverse("192.0.2.1".parse().unwrap(), std::time::Duration::from_millis(0)).await;
+        assert!(none.is_none());
+    }
+}

@@ -15,7 +15,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("statisticsJDBC", "it needs a database: use `statisticsCSV`, `accessLog` or the metrics at `/metrics`"),
     ("sqlInjectionProtection", "its rule set is not available: validate inputs with `openapi` (`validateRequests`), `jsonProtection` and `formValidation`"),
     ("login", "the login dialog with one-time passwords is not supported: use an identity provider and `jwtAuth`"),
-    ("oauth2Client", "use an identity provider and `jwtAuth`"),
     ("webServer", "serve files with `static` or `template` (`location`), or from a web server as the target"),
     ("echo", "answer with `return: {}`, which sends the request's body back"),
     ("abort", "error flows are not supported: test the response in a `response:` flow (`if: { test: statusCode >= 400 }`)"),

@@ -15,6 +15,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::auth::jwt::JwtAuth>(),
     PolicyKind::of::<crate::oauth2::AuthServer>(),
     PolicyKind::of::<crate::oauth2::TokenValidator>(),
+    PolicyKind::of::<crate::oauth2::OAuth2Client>(),
     PolicyKind::of::<crate::rate_limit::RateLimiter>(),
     PolicyKind::of::<crate::cors::Cors>(),
     PolicyKind::of::<crate::access_control::AccessControl>(),

@@ -1,12 +1,14 @@
 //! Membrane's OAuth2 policies: `oauth2authserver`, an authorization server (client credentials,
 //! password and refresh token grants; opaque or JWT tokens; userinfo, revocation, discovery and
-//! JWKS endpoints), and `tokenValidator`, which asks an authorization server's userinfo endpoint
-//! about every request's bearer token.
+//! JWKS endpoints); `tokenValidator`, which asks an authorization server's userinfo endpoint
+//! about every request's bearer token; and `oauth2Client`, which gets a token with the client
+//! credentials grant and sends requests on with it.
 //!
 //! The endpoints answer errors in RFC 6749's JSON form (`{"error":"invalid_client", …}`) with
 //! the statuses RFC 6749, 6750 and 7009 give, since OAuth2 clients read that form; everything
 //! else the gateway refuses is a problem of the catalogue.
 
+mod client;
 mod keys;
 mod server;
 pub mod settings;
@@ -14,6 +16,7 @@ mod tokens;
 mod users;
 mod validator;
 
+pub use client::{OAuth2Client, OAuth2ClientSettings};
 pub use server::AuthServer;
 pub use validator::TokenValidator;
 

@@ -228,15 +228,19 @@ impl PolicyFactory for AuthServer {
         }
 
         let base = format!("{issuer}/oauth2");
-        let mut scopes: Vec<&String> = scope_claims.keys().collect();
-        scopes.sort();
+        let scopes: Vec<&String> = scope_claims.keys().collect();
+        let grant_types: Vec<&str> = clients
+            .grant_types()
+            .into_iter()
+            .filter(|g| *g != "password" || !users.is_empty())
+            .collect();
         let discovery = serde_json::json!({
             "issuer": issuer,
             "token_endpoint": format!("{base}/token"),
             "userinfo_endpoint": format!("{base}/userinfo"),
             "revocation_endpoint": format!("{base}/revoke"),
             "jwks_uri": format!("{base}/certs"),
-            "grant_types_supported": clients.grant_types(),
+            "grant_types_supported": grant_types,
             "response_types_supported": [],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
@@ -272,6 +276,14 @@ fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// The scopes of a request's `scope` parameter (RFC 6749 3.3: separated by blanks).
+fn scope_words(s: &str) -> Vec<String> {
+    s.split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A list claim: one value as a string, several as an array.
@@ -374,7 +386,7 @@ impl AuthServer {
                 Some(prev) => prev.into_iter().filter(|s| l.contains(s)).collect(),
             });
         }
-        let Some(requested) = requested.map(words).filter(|r| !r.is_empty()) else {
+        let Some(requested) = requested.map(scope_words).filter(|r| !r.is_empty()) else {
             return Ok(limit.unwrap_or_default());
         };
         let mut granted: Vec<String> = Vec::new();
@@ -602,7 +614,7 @@ impl AuthServer {
                 let scope = match form.get("scope") {
                     None => old.scope.clone(),
                     Some(s) => {
-                        let asked = words(s);
+                        let asked = scope_words(s);
                         if let Some(extra) = asked.iter().find(|s| !old.scope.contains(s)) {
                             return Err(OAuthError::bad(
                                 "invalid_scope",

@@ -462,7 +462,8 @@ fn discovery_document() {
     assert_eq!(d.body["jwks_uri"], "http://localhost:7108/oauth2/certs");
     assert_eq!(
         d.body["grant_types_supported"],
-        json!(["client_credentials", "password", "refresh_token"])
+        json!(["client_credentials", "refresh_token"]),
+        "no password grant without users"
     );
     assert_eq!(
         call(&s, "GET", "/oauth2/certs", &[], "").body,

@@ -238,6 +238,11 @@ pub fn add_text(
     local: &str,
     content: &str,
 ) -> Result<Node, Fault> {
+    if content.contains('\0') {
+        return Err(Fault::internal(format!(
+            "the text of {local} contains a NUL character"
+        )));
+    }
     let mut n = parent
         .add_text_child(Some(ns.clone()), local, "")
         .map_err(|_| internal())?;
