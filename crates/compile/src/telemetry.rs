@@ -33,15 +33,14 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
                 "tracing is configured twice: here and in `telemetry.tracing`",
             ));
         } else {
-            match turnpike_core::settings::parse_all::<
+            // The policy's own compilation reports its settings' errors.
+            if let Ok(tr) = turnpike_core::settings::parse_all::<
                 turnpike_policies::open_telemetry::OpenTelemetrySettings,
             >(g.value[i].settings.clone())
             .map_err(|_| (String::new(), String::new()))
             .and_then(|o| o.tracing())
             {
-                Ok(tr) => apply_tracing(&tr, &|k, m| g.error(&at(k), m), settings, errors),
-                // The policy's own compilation reports its settings' errors.
-                Err(_) => {}
+                apply_tracing(&tr, &|k, m| g.error(&at(k), m), settings, errors);
             }
         }
     }
@@ -70,7 +69,7 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
     };
     apply_tracing(
         tr,
-        &|k, m| t.error(&format!("tracing.{k}").trim_end_matches('.').to_owned(), m),
+        &|k, m| t.error(format!("tracing.{k}").trim_end_matches('.'), m),
         settings,
         errors,
     );

@@ -435,3 +435,95 @@ api:
     assert_eq!(r.status, 401);
     assert_eq!(userinfo.count(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_fetches_a_token_and_keeps_it() {
+    // Membrane's tutorial 40 (client token renewal): the gateway gets a token from the
+    // authorization server and calls the protected API with it.
+    let backend = Backend::start().await;
+    let (auth, gateway, protected, wrong) = (free_port(), free_port(), free_port(), free_port());
+    let b = backend.port();
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  name: Authorization Server
+  port: {auth}
+  flow:
+    - oauth2authserver:
+        issuer: http://127.0.0.1:{auth}
+        staticUserDataProvider:
+          users:
+            - username: john
+              password: password
+        staticClientList:
+          clients:
+            - clientId: abc
+              clientSecret: def
+              callbackUrl: http://localhost:2000/oauth2callback
+        bearerJwtToken:
+          expiration: 60
+        claims:
+          value: sub
+          scopes:
+            - id: read
+              claims: sub
+---
+api:
+  name: Gateway
+  port: {gateway}
+  flow:
+    - oauth2Client:
+        tokenUrl: http://127.0.0.1:{auth}/oauth2/token
+        clientId: abc
+        clientSecret: def
+  target:
+    url: http://127.0.0.1:{protected}
+---
+api:
+  name: Protected API
+  port: {protected}
+  flow:
+    - tokenValidator:
+        endpoint: http://127.0.0.1:{auth}/oauth2/userinfo
+  target:
+    url: http://127.0.0.1:{b}
+---
+api:
+  name: Misconfigured Gateway
+  port: {wrong}
+  flow:
+    - oauth2Client:
+        tokenUrl: http://127.0.0.1:{auth}/oauth2/token
+        clientId: abc
+        clientSecret: wrong
+  target:
+    url: http://127.0.0.1:{protected}
+"#
+    ));
+    let _gw = gw;
+    let (first, second) = futures_util::join!(
+        get(local(gateway), "/orders"),
+        get(local(gateway), "/orders")
+    );
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(second.status, 200, "{}", second.text());
+    let third = get(local(gateway), "/orders").await;
+    assert_eq!(third.status, 200, "{}", third.text());
+    let seen = backend.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    let tokens: Vec<&str> = seen
+        .iter()
+        .map(|s| s.headers["authorization"].to_str().unwrap())
+        .collect();
+    assert!(tokens[0].starts_with("Bearer ey"), "{}", tokens[0]);
+    assert!(
+        tokens.iter().all(|t| *t == tokens[0]),
+        "one token for all: {tokens:?}"
+    );
+    let refused = get(local(wrong), "/orders").await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert_eq!(
+        refused.json()["type"],
+        "urn:turnpike:problem:upstream-error"
+    );
+    assert_eq!(backend.count(), 3);
+}

@@ -144,8 +144,13 @@ struct Fetch {
 impl Fetch {
     /// The `Authorization` value of a new token and how long to keep it, or `None` (logged).
     async fn run(self) -> Option<(HeaderValue, Option<Duration>)> {
-        let reply = match outbound::send(&self.endpoint, self.request, self.tls.as_ref(), self.limits)
-            .await
+        let reply = match outbound::send(
+            &self.endpoint,
+            self.request,
+            self.tls.as_ref(),
+            self.limits,
+        )
+        .await
         {
             Ok(r) => r,
             Err(f) => {
@@ -167,7 +172,10 @@ impl Fetch {
             tracing::warn!(url = %self.url, "oauth2Client: the answer holds no usable access_token");
             return None;
         };
-        Some((value, keep_for(answer.get("expires_in").and_then(|e| e.as_u64()))))
+        Some((
+            value,
+            keep_for(answer.get("expires_in").and_then(|e| e.as_u64())),
+        ))
     }
 }
 
