@@ -559,11 +559,11 @@ mod tests {
 
     #[test]
     fn membranes_documents_name_the_alternative() {
-        let err = load_str("t.yaml", "proxy:\n  port: 3128\n", &env).unwrap_err();
+        let err = load_str("t.yaml", "sslProxy:\n  port: 3128\n", &env).unwrap_err();
         assert!(
             err.0[0]
                 .message
-                .contains("Membrane's `proxy:` documents are not supported"),
+                .contains("Membrane's `sslProxy:` documents are not supported"),
             "{err}"
         );
         assert_eq!(err.0[0].location.line, 1, "{err}");

@@ -225,8 +225,7 @@ pub fn substitute_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Resul
     Ok(out)
 }
 
-/// Replaces Membrane's `#{env.NAME}` placeholders; other `#{…}` text is an error, since
-/// Membrane evaluates it as a SpEL expression at load and Turnpike does not.
+/// Replaces Membrane's `#{env.NAME}` placeholders; other `#{…}` text stays as it is.
 fn substitute_membrane_env(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -239,27 +238,28 @@ fn substitute_membrane_env(
     while let Some(start) = rest.find("#{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str("#{");
-            rest = after;
-            continue;
-        };
-        let inner = after[..end].trim();
-        let name = inner
-            .strip_prefix("env.")
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        let name = after.find('}').and_then(|end| {
+            let inner = after[..end].trim();
+            inner
+                .strip_prefix("env.")
+                .filter(|n| {
+                    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+                .map(|n| (n, end))
+        });
         match name {
-            Some(name) => match env(name) {
-                Some(v) => out.push_str(&v),
-                None => return Err(format!("environment variable `{name}` is not set")),
-            },
+            Some((name, end)) => {
+                match env(name) {
+                    Some(v) => out.push_str(&v),
+                    None => return Err(format!("environment variable `{name}` is not set")),
+                }
+                rest = &after[end + 1..];
+            }
             None => {
-                return Err(format!(
-                    "`#{{{inner}}}`: only `#{{env.NAME}}` placeholders are evaluated at load"
-                ))
+                out.push_str("#{");
+                rest = after;
             }
         }
-        rest = &after[end + 1..];
     }
     out.push_str(rest);
     Ok(out)

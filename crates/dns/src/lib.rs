@@ -168,9 +168,17 @@ pub async fn reverse(ip: IpAddr, timeout: Duration) -> Option<String> {
 mod reverse_tests {
     #[tokio::test]
     async fn loopback_has_a_name_and_a_timeout_is_none() {
-        let name = super::reverse("127.0.0.1".parse().unwrap(), std::time::Duration::from_secs(5)).await;
+        let name = super::reverse(
+            "127.0.0.1".parse().unwrap(),
+            std::time::Duration::from_secs(5),
+        )
+        .await;
         assert!(name.is_some_and(|n| !n.is_empty()));
-        let none = super::reverse("192.0.2.1".parse().unwrap(), std::time::Duration::from_millis(0)).await;
+        let none = super::reverse(
+            "192.0.2.1".parse().unwrap(),
+            std::time::Duration::from_millis(0),
+        )
+        .await;
         assert!(none.is_none());
     }
 }

@@ -336,7 +336,7 @@ impl Param {
         let (shape, schema) = match media {
             Some((mt, m)) if m.get("schema").is_some() => {
                 let sptr = format!("{ptr}/content/{}/schema", crate::convert::escape(mt));
-                let fields = crate::spec::form_fields(ctx, &m["schema"], &sptr)?;
+                let fields = form_fields(ctx, &m["schema"], &sptr)?;
                 (
                     Shape::Form(fields),
                     Some(ctx.schema(&sptr, Direction::Request)?),
@@ -568,6 +568,41 @@ pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
         let (k, v) = c.trim().split_once('=')?;
         (k == name).then_some(v)
     })
+}
+
+/// How the fields of a form body (or of an `in: querystring` parameter) are read: the types of
+/// the schema's properties; runs at load time.
+pub(crate) fn form_fields(
+    ctx: &Ctx<'_>,
+    schema: &Value,
+    ptr: &str,
+) -> Result<Vec<(String, Shape)>, SpecError> {
+    let prim = |t: Option<String>| match t.as_deref() {
+        Some("integer") => Prim::Integer,
+        Some("number") => Prim::Number,
+        Some("boolean") => Prim::Boolean,
+        _ => Prim::String,
+    };
+    let (s, sptr) = ctx.resolve(schema, ptr.to_owned())?;
+    let mut out = Vec::new();
+    if let Some(Value::Object(props)) = s.get("properties") {
+        for (name, p) in props {
+            let pptr = format!("{sptr}/properties/{}", crate::convert::escape(name));
+            let shape = match ctx.schema_type(p, &pptr).as_deref() {
+                Some("array") => {
+                    let (ps, pp) = ctx.resolve(p, pptr.clone())?;
+                    let items = ps
+                        .get("items")
+                        .and_then(|i| ctx.schema_type(i, &format!("{pp}/items")));
+                    Shape::Array(prim(items))
+                }
+                Some("object") => Shape::Json,
+                t => Shape::Prim(prim(t.map(str::to_owned))),
+            };
+            out.push((name.clone(), shape));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -490,9 +490,9 @@ fn compile_media(
             };
             let range = essence(range);
             let form = match (range.as_str(), m.get("schema")) {
-                ("application/x-www-form-urlencoded", Some(sv)) => {
-                    Some(form_fields(ctx, sv, &format!("{mptr}/schema"))?)
-                }
+                ("application/x-www-form-urlencoded", Some(sv)) => Some(
+                    crate::params::form_fields(ctx, sv, &format!("{mptr}/schema"))?,
+                ),
                 _ => None,
             };
             let parts = match (range.as_str(), m.get("schema")) {
@@ -515,42 +515,6 @@ fn compile_media(
                 parts,
                 example,
             });
-        }
-    }
-    Ok(out)
-}
-
-/// How the fields of a form body (or of an `in: querystring` parameter) are read: the types of
-/// the schema's properties; runs at load time.
-pub(crate) fn form_fields(
-    ctx: &Ctx<'_>,
-    schema: &Value,
-    ptr: &str,
-) -> Result<Vec<(String, crate::params::Shape)>, SpecError> {
-    use crate::params::{Prim, Shape};
-    let prim = |t: Option<String>| match t.as_deref() {
-        Some("integer") => Prim::Integer,
-        Some("number") => Prim::Number,
-        Some("boolean") => Prim::Boolean,
-        _ => Prim::String,
-    };
-    let (s, sptr) = ctx.resolve(schema, ptr.to_owned())?;
-    let mut out = Vec::new();
-    if let Some(Value::Object(props)) = s.get("properties") {
-        for (name, p) in props {
-            let pptr = format!("{sptr}/properties/{}", convert::escape(name));
-            let shape = match ctx.schema_type(p, &pptr).as_deref() {
-                Some("array") => {
-                    let (ps, pp) = ctx.resolve(p, pptr.clone())?;
-                    let items = ps
-                        .get("items")
-                        .and_then(|i| ctx.schema_type(i, &format!("{pp}/items")));
-                    Shape::Array(prim(items))
-                }
-                Some("object") => Shape::Json,
-                t => Shape::Prim(prim(t.map(str::to_owned))),
-            };
-            out.push((name.clone(), shape));
         }
     }
     Ok(out)

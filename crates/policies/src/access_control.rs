@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_core::policy::{Resume, Wait};
 use turnpike_core::problems;
 use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
-use turnpike_core::policy::{Resume, Wait};
 use turnpike_core::{Exchange, Outcome, Policy, Problem};
 
 use crate::err;
@@ -96,12 +96,19 @@ fn rule_matcher(value: &str) -> Result<Matcher, String> {
     }
     regex::Regex::new(&format!("^(?:{v})$"))
         .map(Matcher::Host)
-        .map_err(|e| format!("`{v}` is neither an IP address, a CIDR range nor a host name pattern: {e}"))
+        .map_err(|e| {
+            format!("`{v}` is neither an IP address, a CIDR range nor a host name pattern: {e}")
+        })
 }
 
 /// The decision of `rules` for `ip` with host name `name` (`None`: not looked up yet),
 /// starting at rule `from`: allowed, denied, or the index of a host rule that needs the name.
-fn decide(rules: &[(Matcher, bool)], ip: IpAddr, name: Option<Option<&str>>, from: usize) -> Result<bool, usize> {
+fn decide(
+    rules: &[(Matcher, bool)],
+    ip: IpAddr,
+    name: Option<Option<&str>>,
+    from: usize,
+) -> Result<bool, usize> {
     for (i, (m, allow)) in rules.iter().enumerate().skip(from) {
         let hit = match m {
             Matcher::Nets(nets) => nets.iter().any(|n| n.contains(&ip)),
@@ -119,7 +126,8 @@ fn decide(rules: &[(Matcher, bool)], ip: IpAddr, name: Option<Option<&str>>, fro
 
 fn denied(ip: IpAddr) -> Outcome {
     Outcome::Reject(
-        Problem::new(&problems::IP_DENIED).with_detail(format!("requests from {ip} are not allowed")),
+        Problem::new(&problems::IP_DENIED)
+            .with_detail(format!("requests from {ip} are not allowed")),
     )
 }
 
@@ -198,7 +206,11 @@ impl Policy for AccessControl {
         let Some(rules) = &self.rules else {
             let denied_here = self.deny.iter().any(|n| n.contains(&ip))
                 || (!self.allow.is_empty() && !self.allow.iter().any(|n| n.contains(&ip)));
-            return if denied_here { denied(ip) } else { Outcome::Continue };
+            return if denied_here {
+                denied(ip)
+            } else {
+                Outcome::Continue
+            };
         };
         let cached = {
             let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
@@ -217,8 +229,9 @@ impl Policy for AccessControl {
         let (rules, names) = (Arc::clone(rules), Arc::clone(&self.names));
         Outcome::Wait(Wait::new(
             async move {
-                let name: Option<Arc<str>> =
-                    turnpike_dns::reverse(ip, LOOKUP_TIMEOUT).await.map(Arc::from);
+                let name: Option<Arc<str>> = turnpike_dns::reverse(ip, LOOKUP_TIMEOUT)
+                    .await
+                    .map(Arc::from);
                 {
                     let mut cache = names.lock().unwrap_or_else(|e| e.into_inner());
                     if cache.len() >= MAX_NAMES {
@@ -299,19 +312,36 @@ mod tests {
             (rule_matcher("0.0.0.0/0").unwrap(), true),
         ];
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
-        assert_eq!(decide(&rules, ip, None, 0), Err(1), "the host rule needs the name");
-        assert_eq!(decide(&rules, ip, Some(Some("a.example.com")), 1), Ok(false));
+        assert_eq!(
+            decide(&rules, ip, None, 0),
+            Err(1),
+            "the host rule needs the name"
+        );
+        assert_eq!(
+            decide(&rules, ip, Some(Some("a.example.com")), 1),
+            Ok(false)
+        );
         assert_eq!(decide(&rules, ip, Some(Some("example.org")), 1), Ok(true));
-        assert_eq!(decide(&rules, ip, Some(None), 1), Ok(true), "no name: the rule does not match");
+        assert_eq!(
+            decide(&rules, ip, Some(None), 1),
+            Ok(true),
+            "no name: the rule does not match"
+        );
         let local: IpAddr = "127.0.0.1".parse().unwrap();
-        assert_eq!(decide(&rules, local, None, 0), Ok(false), "decided before the host rule");
+        assert_eq!(
+            decide(&rules, local, None, 0),
+            Ok(false),
+            "decided before the host rule"
+        );
     }
 
     #[tokio::test]
     async fn a_host_rule_waits_for_the_lookup_and_caches_it() {
         // 127.0.0.2's name by the system resolver: whatever it is, a pattern for "anything"
         // with a dot or none decides after one lookup.
-        let p = compile(serde_json::json!([{"deny": "nothing-matches-this"}, {"allow": "0.0.0.0/0"}])).unwrap();
+        let p =
+            compile(serde_json::json!([{"deny": "nothing-matches-this"}, {"allow": "0.0.0.0/0"}]))
+                .unwrap();
         let mut ex = exchange("GET", "/", &[], "");
         ex.client = "127.0.0.2:5000".parse().unwrap();
         let Outcome::Wait(w) = p.on_request(&mut ex) else {

@@ -15,17 +15,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use turnpike_config::{ConfigErrors, Located, PolicyConfig};
-use turnpike_core::jsonpath::{JsonPathExpr, Message};
-use turnpike_core::properties::{property, set_property, value_text};
+use turnpike_core::jsonpath::JsonPathExpr;
+use turnpike_core::properties::{property, set_property};
 use turnpike_core::settings::parse_all;
-use turnpike_core::template::Placeholder;
-use turnpike_core::{
-    BodyNeed, Chain, CompileContext, CompileError, Exchange, Outcome, Phases, Policy,
-    PolicyFactory, Step,
-};
+use turnpike_core::{BodyNeed, Chain, CompileError, Exchange, Outcome, Policy, Step};
 
 use crate::err;
 use crate::language::ExpressionLanguage;
+use crate::loop_item::{value_path, walk};
 use crate::nested::{self, Needs};
 
 /// `for`.
@@ -131,115 +128,6 @@ fn json_path(src: &str) -> Result<Items, String> {
     })
 }
 
-/// `property.a.b`, `properties['a'][0]`, `it`, `it.name`, `it["name"]` → the property's name
-/// and the path into its value; `None` for anything else.
-pub(crate) fn value_path(src: &str) -> Option<(String, Vec<String>)> {
-    let src = src.trim();
-    let (mut segs, rest) = if let Some(rest) = src.strip_prefix("it") {
-        (vec!["it".to_owned()], rest)
-    } else {
-        let rest = src
-            .strip_prefix("properties")
-            .or_else(|| src.strip_prefix("property"))?;
-        (Vec::new(), rest)
-    };
-    let mut r = rest;
-    while !r.is_empty() {
-        if let Some(after) = r.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            let seg = &after[..end];
-            if seg.is_empty()
-                || !seg
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return None;
-            }
-            segs.push(seg.to_owned());
-            r = &after[end..];
-        } else if let Some(after) = r.strip_prefix('[') {
-            let end = after.find(']')?;
-            let inner = after[..end].trim();
-            let seg = inner
-                .strip_prefix('\'')
-                .and_then(|s| s.strip_suffix('\''))
-                .or_else(|| inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
-                .unwrap_or(inner);
-            if seg.is_empty() {
-                return None;
-            }
-            segs.push(seg.to_owned());
-            r = &after[end + 1..];
-        } else {
-            return None;
-        }
-    }
-    if segs.is_empty() {
-        return None;
-    }
-    let name = segs.remove(0);
-    Some((name, segs))
-}
-
-/// The value at `path` inside `v` (object members by name, array items by index).
-fn walk<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
-    path.iter().try_fold(v, |node, seg| match node {
-        Value::Object(o) => o.get(seg),
-        Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
-        _ => None,
-    })
-}
-
-/// A template placeholder for the loop's item and Membrane's `toJSON(…)`: `${it['name']}`
-/// renders the value as text (a string as it is, other values as JSON), `${toJSON(it)}` as
-/// JSON (a string quoted).
-#[derive(Debug)]
-struct ValuePlaceholder {
-    name: String,
-    path: Vec<String>,
-    json: bool,
-}
-
-impl Placeholder for ValuePlaceholder {
-    fn render(&self, ex: &Exchange, _: Message, out: &mut String) {
-        let v = property(ex, &self.name);
-        let v = v.as_deref().and_then(|v| walk(v, &self.path));
-        match (v, self.json) {
-            (Some(v), true) => out.push_str(&v.to_string()),
-            (None, true) => out.push_str("null"),
-            (Some(v), false) => value_text(v, out),
-            (None, false) => {}
-        }
-    }
-
-    fn needs_body(&self) -> bool {
-        false
-    }
-}
-
-/// The placeholder a SpEL template writes as `it…` or `toJSON(…)` of `it…` or
-/// `property.NAME…`; `None` for any other text. Runs at load time.
-pub(crate) fn placeholder(
-    name: &str,
-) -> Option<Result<Arc<dyn turnpike_core::template::Placeholder>, String>> {
-    let (inner, json) = match name
-        .strip_prefix("toJSON(")
-        .and_then(|r| r.strip_suffix(')'))
-    {
-        Some(inner) => (inner.trim(), true),
-        None => (name, false),
-    };
-    if !json && !(name == "it" || name.starts_with("it.") || name.starts_with("it[")) {
-        return None;
-    }
-    Some(match value_path(inner) {
-        Some((name, path)) => Ok(Arc::new(ValuePlaceholder { name, path, json })),
-        None => Err(format!(
-            "`${{{name}}}`: `toJSON` takes `it` or `property.NAME`, with `.FIELD` or `['FIELD']`"
-        )),
-    })
-}
-
 /// The compiled `for` policy.
 #[derive(Debug)]
 pub struct ForLoop {
@@ -257,47 +145,6 @@ impl ForLoop {
             chain: Arc::new(chain),
             needs,
         })
-    }
-}
-
-impl PolicyFactory for ForLoop {
-    const NAME: &'static str = "for";
-    const PHASES: Phases = Phases::REQUEST;
-    type Settings = ForSettings;
-
-    /// Compiles the loop outside a configured flow (the flow compiler compiles it with
-    /// [`compile_step`]): the policies of `flow` may then be plain policies only, no
-    /// `request:`/`response:` flows or conditions.
-    fn compile(s: ForSettings, ctx: &CompileContext<'_>) -> Result<Self, CompileError> {
-        let mut steps = Vec::with_capacity(s.flow.len());
-        for (i, p) in s.flow.iter().enumerate() {
-            let at = format!("flow[{i}].{}", p.name);
-            let kind = crate::registry::find(&p.name).ok_or_else(|| {
-                err(
-                    &at,
-                    format!("`{}` can stand in a `for` of an API's flow only", p.name),
-                )
-            })?;
-            if !kind.phases.request {
-                return Err(err(
-                    &at,
-                    format!("`{}` acts on responses only: a `for` runs requests", p.name),
-                ));
-            }
-            let policy = (kind.compile)(p.settings.clone(), ctx).map_err(|es| {
-                let first = es.into_iter().next();
-                first.map_or_else(
-                    || err(&at, "invalid settings"),
-                    |e| err(&crate::settings_errors::join(&at, &e.key), e.message),
-                )
-            })?;
-            steps.push(Step {
-                policy,
-                request: true,
-                response: false,
-            });
-        }
-        ForLoop::new(&s, Chain::new(steps))
     }
 }
 
@@ -397,10 +244,48 @@ impl Policy for ForLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loop_item::placeholder;
     use crate::testutil::{exchange, plain};
+    use turnpike_core::CompileContext;
+
+    /// A loop outside a configured flow: its policies are plain ones, from the registry.
+    fn compile_standalone(
+        s: ForSettings,
+        ctx: &CompileContext<'_>,
+    ) -> Result<ForLoop, CompileError> {
+        let mut steps = Vec::with_capacity(s.flow.len());
+        for (i, p) in s.flow.iter().enumerate() {
+            let at = format!("flow[{i}].{}", p.name);
+            let kind = crate::registry::find(&p.name).ok_or_else(|| {
+                err(
+                    &at,
+                    format!("`{}` can stand in a `for` of an API's flow only", p.name),
+                )
+            })?;
+            if !kind.phases.request {
+                return Err(err(
+                    &at,
+                    format!("`{}` acts on responses only: a `for` runs requests", p.name),
+                ));
+            }
+            let policy = (kind.compile)(p.settings.clone(), ctx).map_err(|es| {
+                let first = es.into_iter().next();
+                first.map_or_else(
+                    || err(&at, "invalid settings"),
+                    |e| err(&crate::settings_errors::join(&at, &e.key), e.message),
+                )
+            })?;
+            steps.push(Step {
+                policy,
+                request: true,
+                response: false,
+            });
+        }
+        ForLoop::new(&s, Chain::new(steps))
+    }
 
     fn compile(v: serde_json::Value) -> Result<ForLoop, CompileError> {
-        ForLoop::compile(serde_json::from_value(v).unwrap(), &plain())
+        compile_standalone(serde_json::from_value(v).unwrap(), &plain())
     }
 
     fn prop(ex: &Exchange, name: &str) -> Option<Value> {

@@ -165,7 +165,7 @@ fn spel_placeholder(
         return Some(Ok(Arc::new(call)));
     }
     // `${it['name']}`, `${toJSON(it)}`: the item of a `for` loop.
-    if let Some(p) = crate::for_loop::placeholder(name) {
+    if let Some(p) = crate::loop_item::placeholder(name) {
         return Some(p);
     }
     crate::condition::ValueExpr::compile(name, Some("spel"), ctx, false)

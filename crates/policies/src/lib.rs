@@ -32,6 +32,7 @@ pub mod language;
 pub mod limit;
 pub mod llm_gateway;
 pub mod log;
+mod loop_item;
 pub mod membrane;
 mod nested;
 pub mod oauth2;

@@ -153,7 +153,7 @@ impl Endpoint {
         let uri: http::Uri = url
             .trim()
             .parse()
-            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+            .map_err(|e| format!("`{url}` is not an absolute http:// or https:// URL: {e}"))?;
         let https = match uri.scheme_str() {
             Some(s) if s.eq_ignore_ascii_case("http") => false,
             Some(s) if s.eq_ignore_ascii_case("https") => true,

@@ -58,7 +58,6 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::cluster_notification::ClusterNotification>(),
     PolicyKind::of::<crate::counter::Counter>(),
     PolicyKind::of::<crate::call::Call>(),
-    PolicyKind::of::<crate::for_loop::ForLoop>(),
     PolicyKind::of::<crate::shadowing::Shadowing>(),
 ];
 
@@ -73,7 +72,7 @@ pub fn names() -> String {
         .iter()
         .map(|k| format!("`{}`", k.name))
         .chain(
-            ["request", "response", "if", "choose"]
+            ["request", "response", "if", "choose", "for"]
                 .iter()
                 .map(|n| format!("`{n}`")),
         )
@@ -157,6 +156,13 @@ pub fn json_schema() -> serde_json::Value {
             ]}
         }},
         "required": ["choose"],
+        "additionalProperties": false
+    }));
+    let for_settings = generator.subschema_for::<crate::for_loop::ForSettings>();
+    alternatives.push(serde_json::json!({
+        "type": "object",
+        "properties": { "for": for_settings },
+        "required": ["for"],
         "additionalProperties": false
     }));
     let mut schema = generator

@@ -5,7 +5,6 @@
 
 mod api;
 pub mod health;
-pub mod live;
 pub mod settings;
 mod target;
 pub mod upstream;
@@ -17,10 +16,10 @@ use std::sync::Arc;
 use turnpike_core::Router;
 
 pub use api::Api;
-pub use live::LivePool;
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, Settings};
 pub use target::{DnsOrigin, Node, NodeParts, Transport};
+pub use upstream::LivePool;
 pub use upstream::{Target, TargetPath, Upstream};
 
 /// The routes of one listening address.

@@ -3,6 +3,7 @@
 //! compiler builds them; the data plane balances over them with per-worker counters, and reads
 //! and writes the nodes' shared health ([`NodeState`]), which a reload keeps for nodes that stay.
 
+use arc_swap::ArcSwap;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,7 +156,7 @@ pub struct Target {
     pub method: Option<http::Method>,
     /// For a pool whose nodes change at run time (a `balancer`'s): where the current pool is;
     /// `upstream` is then the pool as loaded, whose settings every later pool shares.
-    pub live: Option<Arc<crate::live::LivePool>>,
+    pub live: Option<Arc<LivePool>>,
 }
 
 /// The path and query a target sends requests to.
@@ -174,6 +175,49 @@ impl Target {
     /// The first node (the only one of a target written as `url` or `host`).
     pub fn first(&self) -> &Node {
         &self.upstream.nodes[0]
+    }
+}
+
+/// A pool whose nodes can be replaced at run time: Membrane's `balancer` clusters, whose nodes
+/// register and leave over HTTP (`clusterNotification`) between reloads.
+///
+/// The rest of a snapshot never changes, and a pool of it is no exception: a change of nodes
+/// builds a whole new [`Upstream`] (off the request path, where the change is made) and swaps it
+/// in atomically. A request loads the current pool once, without a lock (an atomic reference
+/// count), and balances over that pool to its end, retries included; requests that started
+/// before a swap finish on the pool they loaded. Nothing on the request path waits for a change.
+pub struct LivePool {
+    current: ArcSwap<Upstream>,
+}
+
+impl std::fmt::Debug for LivePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let current = self.current.load();
+        f.debug_struct("LivePool")
+            .field("name", &current.name)
+            .field("nodes", &current.nodes.len())
+            .finish()
+    }
+}
+
+impl LivePool {
+    /// Runs at load time: a live pool starting with `up`.
+    pub fn new(up: Upstream) -> LivePool {
+        LivePool {
+            current: ArcSwap::from_pointee(up),
+        }
+    }
+
+    /// Runs once per forwarded request: the pool as it is now (lock-free), which the request
+    /// keeps to its end.
+    pub fn current(&self) -> Arc<Upstream> {
+        self.current.load_full()
+    }
+
+    /// Runs when the nodes change (never on the request path): `up` takes the place of the
+    /// current pool for the requests that start from now on.
+    pub fn replace(&self, up: Upstream) {
+        self.current.store(Arc::new(up));
     }
 }
 

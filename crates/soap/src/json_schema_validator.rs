@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use turnpike_core::{BodyNeed, CompileError, Exchange, Outcome, Policy};
 
 use crate::fetch::Location;
-use crate::validator::{body_to_validate, failure, log_failure, SchemaMapping};
+use crate::validation::{body_to_validate, failure, log_failure, SchemaMapping};
 
 /// At most this many violations are answered (and logged) per message.
 const MAX_ERRORS: usize = 50;

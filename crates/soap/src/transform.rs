@@ -238,7 +238,7 @@ impl Transform {
             );
             return refuse(ex, phase, problem, "compressed body");
         }
-        if let Some(why) = crate::validator::xml_refused_before_parsing(&body) {
+        if let Some(why) = crate::xml_input::xml_refused_before_parsing(&body) {
             let problem = Problem::new(&problems::BAD_XML).with_detail(why);
             return refuse(ex, phase, problem, why);
         }

@@ -15,7 +15,7 @@
 //! responses) with every violation in `errors`; [`Validator`] is the policy that dispatches.
 
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use libxml::parser::{Parser, ParserOptions};
 use libxml::tree::{Document, Node};
@@ -23,8 +23,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
 use turnpike_core::{
-    problems, BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory,
-    Problem,
+    BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory,
 };
 
 use crate::fault::{fault_response, FaultCode};
@@ -32,7 +31,9 @@ use crate::json_schema_validator::{JsonSchemaValidator, SchemaVersion};
 use crate::names::{QName, SoapVersion};
 use crate::quick::Fast;
 use crate::schema::Checked;
+use crate::validation::{log_failure, FailureHandler, SchemaMappings};
 use crate::wsdl::Wsdl;
+use crate::xml_input::{ascii_compatible, refused_before_parsing, PARSE_PADDING};
 use crate::xsd_validator::XsdValidator;
 
 /// The fault string of every validation failure.
@@ -75,104 +76,11 @@ pub struct ValidatorSettings {
     pub failure_handler: FailureHandler,
 }
 
-/// `schemaMappings`: the documents that `$ref` ids stand for.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SchemaMappings {
-    /// One entry per id.
-    #[serde(default)]
-    pub schemas: Vec<SchemaMapping>,
-}
-
-/// One `$ref` id and the document it stands for.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SchemaMapping {
-    /// The id as `$ref`s name it (`urn:app:base_def`; a fragment after `#` selects inside).
-    pub id: String,
-    /// The document (JSON or YAML; a file relative to this config file, or an `http(s)://`
-    /// URL fetched at load).
-    pub location: String,
-}
-
-/// What a validation failure does besides being answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum FailureHandler {
-    /// Answer it (default).
-    #[default]
-    Response,
-    /// Answer it and log it (with the messages) as a warning.
-    Log,
-}
-
 /// True when a `validator` with these (unchecked) settings checks SOAP messages, so that its
 /// API answers SOAP requests with SOAP faults: every mode but `schema` and `jsonSchema`.
 /// Called by the compile stage before the settings are parsed.
 pub fn checks_soap(settings: &serde_json::Value) -> bool {
     settings.get("schema").is_none() && settings.get("jsonSchema").is_none()
-}
-
-/// Logs a validation failure as a warning (`failureHandler: log`). Called on the request path,
-/// once per failure.
-pub(crate) fn log_failure(response: bool, mode: &str, messages: &[String]) {
-    tracing::warn!(
-        direction = if response { "response" } else { "request" },
-        mode,
-        "validator: the {} is not valid: {}",
-        if response { "response" } else { "request" },
-        messages.join("; ")
-    );
-}
-
-/// The problem of a failed `schema` or `jsonSchema` validation: `validation` (400) for a
-/// request, `response-validation` (502) for a response, with `detail`, every violation in
-/// `errors` and `X-Validation-Error-Source: REQUEST` (or `RESPONSE`), as Membrane sends it.
-pub(crate) fn failure(response: bool, detail: String, errors: Vec<serde_json::Value>) -> Problem {
-    let (ty, source) = if response {
-        (&problems::RESPONSE_VALIDATION, "RESPONSE")
-    } else {
-        (&problems::VALIDATION, "REQUEST")
-    };
-    Problem::new(ty)
-        .with_detail(detail)
-        .with_member("errors", serde_json::Value::Array(errors))
-        .with_header(
-            http::HeaderName::from_static("x-validation-error-source"),
-            http::HeaderValue::from_static(source),
-        )
-}
-
-/// The body of the message a phase validates, or why it passes unvalidated: `None` when it is
-/// empty (Membrane skips empty bodies) or the gateway's own problem+json answer. `Err` when it
-/// is compressed, which the validator cannot read.
-pub(crate) fn body_to_validate(ex: &Exchange, response: bool) -> Result<Option<&[u8]>, String> {
-    let (headers, body) = if response {
-        let Some(res) = ex.response.as_ref() else {
-            return Ok(None);
-        };
-        let ct = res.headers().get(http::header::CONTENT_TYPE);
-        if ct.is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json")) {
-            return Ok(None);
-        }
-        (res.headers(), ex.response_bytes())
-    } else {
-        (&ex.request.headers, ex.request_bytes())
-    };
-    let Some(body) = body.filter(|b| !b.is_empty()) else {
-        return Ok(None);
-    };
-    if let Some(enc) = headers
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .find(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
-    {
-        return Err(format!(
-            "the body is compressed (Content-Encoding: {}) and cannot be validated",
-            String::from_utf8_lossy(enc.as_bytes())
-        ));
-    }
-    Ok(Some(body))
 }
 
 /// The compiled `validator` policy: one of its three modes.
@@ -357,25 +265,6 @@ fn show(q: &QName) -> String {
         q.1.clone()
     } else {
         format!("{{{}}}{}", q.0, q.1)
-    }
-}
-
-/// Whitespace appended to a message before libxml2 parses it. libxml2 2.9 (the one of Debian 12)
-/// asks a memory input for more data at nearly every token read within 250 bytes
-/// (`INPUT_CHUNK`) of its end, each time growing and re-measuring its buffer: for a message of a
-/// few hundred bytes that is a fifth of the parse. With this much trailing whitespace, which XML
-/// allows after the root element and which changes neither the tree nor the line numbers of
-/// diagnostics, the end is never that near while elements are read.
-pub(crate) const PARSE_PADDING: usize = 250;
-
-/// True when `bytes` is in an encoding in which an ASCII space is the byte 0x20 (UTF-8 and the
-/// other ASCII supersets): it starts with a UTF-8 byte order mark, or with `<` or ASCII
-/// whitespace not followed by a zero byte (which would be UTF-16 or UCS-4).
-pub(crate) fn ascii_compatible(bytes: &[u8]) -> bool {
-    match bytes {
-        [0xEF, 0xBB, 0xBF, ..] => true,
-        [first, second, ..] => matches!(first, b'<' | b' ' | b'\t' | b'\r' | b'\n') && *second != 0,
-        _ => false,
     }
 }
 
@@ -615,97 +504,6 @@ impl turnpike_xmlstream::Watch for EnvelopeWatch<'_> {
             }
         }
     }
-}
-
-/// The encodings a SOAP message may be in (WS-I Basic Profile R1012: UTF-8 or UTF-16), as
-/// told by its first bytes and its XML declaration (XML 1.0, appendix F).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    /// UTF-8, or an encoding that writes `<!DOCTYPE` as ASCII does.
-    AsciiLike,
-    /// UTF-16, little-endian.
-    Utf16Le,
-    /// UTF-16, big-endian.
-    Utf16Be,
-}
-
-/// The encoding of `bytes`, or why libxml2 must not be given them: an encoding other than UTF-8
-/// and UTF-16 (UTF-32, EBCDIC, UTF-7, ...) could hide a `<!DOCTYPE` from the byte search.
-fn encoding_of(bytes: &[u8]) -> Result<Encoding, &'static str> {
-    const OTHER: &str = "SOAP messages must be encoded in UTF-8 or UTF-16";
-    match bytes {
-        [0xFF, 0xFE, 0x00, 0x00, ..]
-        | [0x00, 0x00, ..]
-        | [b'<', 0x00, 0x00, 0x00, ..]
-        | [0x4C, 0x6F, 0xA7, 0x94, ..] => return Err(OTHER),
-        [0xFE, 0xFF, ..] | [0x00, b'<', 0x00, _, ..] => return Ok(Encoding::Utf16Be),
-        [0xFF, 0xFE, ..] | [b'<', 0x00, _, 0x00, ..] => return Ok(Encoding::Utf16Le),
-        _ => {}
-    }
-    // An ASCII-compatible start: the declaration's `encoding` decides.
-    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let Some(decl) = text.strip_prefix(b"<?xml") else {
-        return Ok(Encoding::AsciiLike);
-    };
-    let end = memchr::memmem::find(&decl[..decl.len().min(512)], b"?>").unwrap_or(0);
-    let decl = &decl[..end];
-    let Some(at) = memchr::memmem::find(decl, b"encoding") else {
-        return Ok(Encoding::AsciiLike);
-    };
-    let value: Vec<u8> = decl[at + 8..]
-        .iter()
-        .skip_while(|b| b.is_ascii_whitespace() || **b == b'=')
-        .skip(1)
-        .take_while(|b| **b != b'"' && **b != b'\'')
-        .map(u8::to_ascii_lowercase)
-        .collect();
-    let ascii_like = value == b"utf-8"
-        || value == b"utf8"
-        || value == b"us-ascii"
-        || value == b"ascii"
-        || value.starts_with(b"iso-8859-")
-        || value.starts_with(b"windows-125");
-    if ascii_like {
-        Ok(Encoding::AsciiLike)
-    } else {
-        Err(OTHER)
-    }
-}
-
-/// True when the message has a document type declaration (`<!DOCTYPE`), in whichever encoding
-/// it is in, or is in an encoding SOAP does not allow (the searchers are built once).
-fn has_doctype(hay: &[u8]) -> bool {
-    static ASCII: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"<!DOCTYPE"));
-    static LE: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"<\0!\0D\0O\0C\0T\0Y\0P\0E\0").into_owned());
-    static BE: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"\0<\0!\0D\0O\0C\0T\0Y\0P\0E").into_owned());
-    match encoding_of(hay) {
-        Ok(Encoding::AsciiLike) => ASCII.find(hay).is_some(),
-        Ok(Encoding::Utf16Le) => LE.find(hay).is_some(),
-        Ok(Encoding::Utf16Be) => BE.find(hay).is_some(),
-        Err(_) => true,
-    }
-}
-
-/// Why a message is refused before it is parsed: a DTD, or an encoding SOAP does not allow.
-fn refused_before_parsing(bytes: &[u8]) -> Option<&'static str> {
-    if let Err(m) = encoding_of(bytes) {
-        return Some(m);
-    }
-    has_doctype(bytes).then_some("SOAP messages must not contain a DTD")
-}
-
-/// Why an XML message (not SOAP) is refused before it is parsed: a DTD (never read, so that
-/// no entity is expanded), or an encoding in which a DTD could hide from the byte search.
-pub(crate) fn xml_refused_before_parsing(bytes: &[u8]) -> Option<&'static str> {
-    if encoding_of(bytes).is_err() {
-        return Some(
-            "the message must be encoded in UTF-8, UTF-16, US-ASCII, ISO-8859-* or windows-125*",
-        );
-    }
-    has_doctype(bytes).then_some("the message must not contain a DTD")
 }
 
 impl WsdlValidator {
@@ -1002,48 +800,6 @@ impl Policy for WsdlValidator {
 }
 
 #[cfg(test)]
-mod encoding_tests {
-    use super::*;
-
-    fn utf16(text: &str, le: bool, bom: bool) -> Vec<u8> {
-        let mut out = Vec::new();
-        if bom {
-            out.extend_from_slice(if le { &[0xFF, 0xFE] } else { &[0xFE, 0xFF] });
-        }
-        for u in text.encode_utf16() {
-            out.extend_from_slice(&if le { u.to_le_bytes() } else { u.to_be_bytes() });
-        }
-        out
-    }
-
-    #[test]
-    fn a_doctype_is_found_in_utf8_and_utf16_and_other_encodings_are_refused() {
-        let dtd = "<?xml version=\"1.0\"?><!DOCTYPE e [<!ENTITY x \"y\">]><e>&x;</e>";
-        let plain = "<?xml version=\"1.0\"?><e/>";
-        assert!(has_doctype(dtd.as_bytes()));
-        assert!(!has_doctype(plain.as_bytes()));
-        for (le, bom) in [(true, true), (true, false), (false, true), (false, false)] {
-            assert!(has_doctype(&utf16(dtd, le, bom)), "le={le} bom={bom}");
-            assert!(!has_doctype(&utf16(plain, le, bom)), "le={le} bom={bom}");
-        }
-        for other in [
-            "<?xml version=\"1.0\" encoding=\"UTF-7\"?><e/>",
-            "<?xml version='1.0' encoding='ucs-4'?><e/>",
-        ] {
-            assert!(
-                refused_before_parsing(other.as_bytes()).is_some(),
-                "{other}"
-            );
-        }
-        assert_eq!(
-            refused_before_parsing(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><e/>"),
-            None
-        );
-        assert!(refused_before_parsing(&[0, 0, 0, b'<', 0, 0, 0, b'e']).is_some());
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::wsdl::tests::shared;
@@ -1259,6 +1015,7 @@ mod mode_tests {
     use crate::fetch::Location;
     use crate::wsdl::tests::shared;
     use turnpike_core::Body;
+    use turnpike_core::Problem;
 
     const YEAR_XSD: &str = r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema">
   <xs:element name="year" type="xs:gYear"/>

@@ -29,11 +29,9 @@ use turnpike_xmlstream::{NoWatch, StreamValidator, Verdict};
 
 use crate::fetch::Location;
 use crate::names::XSD_NS;
-use crate::validator::{
-    ascii_compatible, body_to_validate, failure, log_failure, xml_refused_before_parsing,
-    PARSE_PADDING,
-};
+use crate::validation::{body_to_validate, failure, log_failure};
 use crate::xml;
+use crate::xml_input::{ascii_compatible, xml_refused_before_parsing, PARSE_PADDING};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 

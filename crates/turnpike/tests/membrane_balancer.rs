@@ -125,13 +125,12 @@ async fn sessions_stick_to_their_node() {
     ));
     let first = post_json(local(lb), r#"{"id":"1"}"#).await;
     let home = node_of(&first);
-    let mut last = count_of(&first);
+    let start = count_of(&first);
     // The same id stays on its node, whose count goes up.
-    for _ in 0..4 {
+    for k in 1..=4 {
         let r = post_json(local(lb), r#"{"id":"1"}"#).await;
         assert_eq!(node_of(&r), home);
-        assert_eq!(count_of(&r), last + 1);
-        last += 1;
+        assert_eq!(count_of(&r), start + k);
     }
     // Another id goes to another node, and stays there.
     let other = node_of(&post_json(local(lb), r#"{"id":"2"}"#).await);

@@ -296,10 +296,12 @@ async fn call_post_creates_a_product_from_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_authentication_forwards_the_session_cookie() {
     let (gateway, login, target) = (free_port(), free_port(), free_port());
-    // Membrane's `examples/orchestration/call-authentication`, three APIs of one gateway.
+    // Membrane's `examples/orchestration/call-authentication`, three APIs of one gateway
+    // (listening on 127.0.0.1 for the test).
     let gw = TestGateway::start(&format!(
         r#"api:
   port: {gateway}
+  ip: 127.0.0.1
   flow:
     - request:
         - log:
@@ -318,6 +320,7 @@ async fn call_authentication_forwards_the_session_cookie() {
 ---
 api:
   port: {login}
+  ip: 127.0.0.1
   path:
     uri: /login
   flow:
@@ -333,6 +336,7 @@ api:
 ---
 api:
   port: {target}
+  ip: 127.0.0.1
   flow:
     - request:
       - log:
@@ -447,6 +451,45 @@ async fn a_for_loop_calls_the_service_per_item_and_collects_results() {
             "/shop/v2/products/14"
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_for_loop_follows_the_links_of_the_items() {
+    let shop = shop().await;
+    let s = shop.addr;
+    // Membrane's `tutorials/orchestration/50-Loop-get-Details.yaml` (collecting with
+    // `setProperty` instead of Groovy), with the log of `10-For-Loop.yaml`.
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  flow:
+    - request:
+        - call:
+            url: http://{s}/shop/v2/products?limit=3
+        - for:
+            in: $.products
+            language: jsonpath
+            flow:
+              - log:
+                  message: 'Fetching price for: ${{it["name"]}}'
+              - call:
+                  url: http://{s}${{it['self_link']}}
+              - setProperty:
+                  name: res
+                  value: "${{property.res}}${{jsonPath('$.price')}} "
+        - template:
+            contentType: text/plain
+            src: "prices: ${{property.res}}"
+    - return:
+        status: 200
+"#
+    ));
+    let r = get(gw.addr(), "/").await;
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (200, "prices: 1.5 2 5 ")
+    );
+    assert_eq!(shop.seen().len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -627,11 +670,13 @@ async fn shadowing_copies_requests_and_the_client_gets_the_targets_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadowing_tutorial_with_apis_of_the_gateway() {
     let (shop, production, v2) = (free_port(), free_port(), free_port());
-    // Membrane's `tutorials/routing/80-Shadowing-Traffic.yaml` (without the analytics API).
+    // Membrane's `tutorials/routing/80-Shadowing-Traffic.yaml` (without the analytics API,
+    // listening on 127.0.0.1 for the test).
     let gw = TestGateway::start(&format!(
         r#"api:
   name: Shop
   port: {shop}
+  ip: 127.0.0.1
   flow:
     - shadowing:
         targets:
@@ -646,6 +691,7 @@ async fn shadowing_tutorial_with_apis_of_the_gateway() {
 api:
   name: Production Backend
   port: {production}
+  ip: 127.0.0.1
   flow:
     - template:
         src: Production backend answered ${{method}} ${{path}}
@@ -656,6 +702,7 @@ api:
 api:
   name: Shop v2
   port: {v2}
+  ip: 127.0.0.1
   flow:
     - request:
         - log:

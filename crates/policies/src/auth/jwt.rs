@@ -218,9 +218,18 @@ const DEFAULT_ALGS: [Algorithm; 9] = [
     Algorithm::EdDSA,
 ];
 
+/// The keys of a JSON Web Key Set, or of a single JSON Web Key (Membrane's key files hold one
+/// key; a private key's public part is used).
 fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
-    let set: JwkSet =
+    let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not a JSON Web Key Set: {e}"))?;
+    let single = value.get("kty").is_some() && value.get("keys").is_none();
+    let set: JwkSet = if single {
+        let jwk = serde_json::from_value(value).map_err(|e| format!("not a JSON Web Key: {e}"))?;
+        JwkSet { keys: vec![jwk] }
+    } else {
+        serde_json::from_value(value).map_err(|e| format!("not a JSON Web Key Set: {e}"))?
+    };
     set.keys
         .iter()
         .map(|jwk| {
@@ -593,5 +602,21 @@ impl Policy for JwtAuth {
 
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
         consumers::leave(ex)
+    }
+}
+
+#[cfg(test)]
+mod key_file_tests {
+    /// A JWK of RFC 7517's examples (its public part).
+    const RSA_JWK: &str = r#"{"kty":"RSA","kid":"2011-04-29","n":"0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw","e":"AQAB","alg":"RS256"}"#;
+
+    #[test]
+    fn a_key_file_holds_a_set_or_one_key() {
+        let one = super::parse_jwks(RSA_JWK).unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].kid.as_deref(), Some("2011-04-29"));
+        let set = super::parse_jwks(&format!(r#"{{"keys":[{RSA_JWK},{RSA_JWK}]}}"#)).unwrap();
+        assert_eq!(set.len(), 2);
+        assert!(super::parse_jwks(r#"{"nope":1}"#).is_err());
     }
 }

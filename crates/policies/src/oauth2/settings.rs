@@ -118,7 +118,7 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    /// The value as text.
+    /// Runs at load: the value as text (a number or boolean as YAML wrote it).
     pub fn text(&self) -> String {
         match self {
             Scalar::Text(s) => s.clone(),

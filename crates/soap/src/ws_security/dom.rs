@@ -7,9 +7,7 @@ use libxml::tree::{Document, Namespace, Node, SaveOptions};
 use super::fault::{Fault, WsseCode};
 use crate::names::SoapVersion;
 
-/// WS-Security 1.0's `wsse` namespace.
-pub const WSSE_NS: &str =
-    "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd";
+pub use super::fault::WSSE_NS;
 /// WS-Security's utility (`wsu`) namespace.
 pub const WSU_NS: &str =
     "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd";

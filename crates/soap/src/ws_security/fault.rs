@@ -5,10 +5,12 @@
 use http::{header, HeaderValue, Response, StatusCode};
 use turnpike_core::Body;
 
+/// WS-Security 1.0's `wsse` namespace.
+pub const WSSE_NS: &str =
+    "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd";
+
 use crate::names::SoapVersion;
 use crate::xml::escape;
-
-use super::dom::WSSE_NS;
 
 /// A WS-Security fault code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
