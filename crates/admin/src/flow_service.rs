@@ -2,7 +2,7 @@
 //! request is answered on a thread of its own, so that a reload it asks for (which compiles the
 //! whole configuration) never holds up a data-plane worker.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -10,12 +10,19 @@ use turnpike_core::admin_hook::{AdminFuture, AdminService};
 
 use crate::Admin;
 
-/// [`Admin`] answering requests that reach it through a flow.
-pub struct FlowService(pub Arc<Admin>);
+/// [`Admin`] answering requests that reach it through a flow. It holds the admin weakly: the
+/// gateway's control plane owns it, and a stopped gateway's admin answers no more.
+pub struct FlowService(pub Weak<Admin>);
 
 impl AdminService for FlowService {
     fn call(&self, req: http::Request<Bytes>) -> AdminFuture {
-        let admin = Arc::clone(&self.0);
+        let Some(admin) = self.0.upgrade() else {
+            return Box::pin(async {
+                let mut r = http::Response::new(Bytes::new());
+                *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                r
+            });
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let spawned = std::thread::Builder::new()
             .name("turnpike-admin-flow".into())
@@ -60,7 +67,7 @@ impl AdminService for FlowService {
     }
 }
 
-/// Installs `admin` as the process's admin service for flows.
-pub fn install(admin: Arc<Admin>) {
-    turnpike_core::admin_hook::install(Arc::new(FlowService(admin)));
+/// Installs `admin` as the process's admin service for flows (while the caller keeps it).
+pub fn install(admin: &Arc<Admin>) {
+    turnpike_core::admin_hook::install(Arc::new(FlowService(Arc::downgrade(admin))));
 }

@@ -435,9 +435,7 @@ mod tests {
         assert!(substitute_env("#{env.NOPE}", &env)
             .unwrap_err()
             .contains("NOPE"));
-        assert!(substitute_env("#{1 + 2}", &env)
-            .unwrap_err()
-            .contains("#{1 + 2}"));
+        assert_eq!(substitute_env("#{1 + 2}", &env).unwrap(), "#{1 + 2}");
         assert_eq!(substitute_env("a # {b}", &env).unwrap(), "a # {b}");
     }
 

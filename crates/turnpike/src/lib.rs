@@ -45,6 +45,9 @@ pub struct Control {
     admin: Option<AdminServer>,
     /// Reloads when a pool's host names change addresses.
     _dns: turnpike_admin::dns_watch::DnsWatch,
+    /// The admin service of flows (`adminConsole`), held here: the process-wide hook holds it
+    /// weakly.
+    _flow_admin: Arc<Admin>,
 }
 
 impl Control {
@@ -80,7 +83,7 @@ impl Control {
         // Flows reach the admin service too (Membrane's `adminConsole`), with the same token.
         let token = settings.as_ref().and_then(|s| s.token.clone());
         let shared_admin = Arc::new(Admin::new(Arc::clone(&manager), token));
-        turnpike_admin::flow_service::install(Arc::clone(&shared_admin));
+        turnpike_admin::flow_service::install(&shared_admin);
         let admin = match &settings {
             Some(s) => {
                 let admin = Arc::clone(&shared_admin);
@@ -99,6 +102,7 @@ impl Control {
             manager,
             admin,
             _dns: dns,
+            _flow_admin: shared_admin,
         })
     }
 

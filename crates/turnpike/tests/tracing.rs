@@ -372,6 +372,7 @@ async fn membranes_open_telemetry_policy_turns_on_tracing() {
     // tutorials/operation/40-OpenTelemetry with the HTTP transport to the test's collector.
     let collector = Collector::start().await;
     let backend = Backend::start().await;
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gw.yaml");
     std::fs::write(
@@ -393,35 +394,51 @@ async fn membranes_open_telemetry_policy_turns_on_tracing() {
 ---
 api:
   name: Gateway
-  port: 0
+  port: {}
   ip: 127.0.0.1
   target:
     url: http://127.0.0.1:{}
 "#,
             collector.addr.port(),
+            port,
             backend.port()
         ),
     )
     .unwrap();
-    let control = turnpike::Control::start(vec![file.clone()]).unwrap();
-    let t = control.gateway().listeners()[0].1;
+    // A process of its own: the exporter is one per process, and this process's other cases
+    // set theirs.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["run", "-c"])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(t).is_err() {
+        assert!(Instant::now() < deadline, "the gateway did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let own = "0af7651916cd43dd8448eb211c80319c";
     let r = get_with(
         t,
         "/items",
-        &[("traceparent", &format!("00-{TRACE}-{PARENT}-01"))],
+        &[("traceparent", &format!("00-{own}-{PARENT}-01"))],
     )
     .await;
-    assert_eq!(r.status, 200);
     let sent = backend.last().headers["traceparent"]
         .to_str()
         .unwrap()
         .to_owned();
-    assert!(sent.starts_with(&format!("00-{TRACE}-")), "{sent}");
-    let spans = collector.trace(TRACE, 1).await;
+    let spans = collector.trace(own, 1).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.status, 200);
+    assert!(sent.starts_with(&format!("00-{own}-")), "{sent}");
     assert!(spans.iter().any(|s| s.kind == 2), "{spans:?}");
     let service = collector.spans.lock().unwrap()[0].0.clone();
     assert!(service.contains("Membrane"), "{service}");
-    control.shutdown();
     // In an API's flow it is a load error: tracing is the gateway's.
     std::fs::write(
         &file,
