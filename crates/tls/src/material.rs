@@ -40,23 +40,34 @@ pub fn pkcs12_identity(base: &Path, ks: &Keystore) -> Result<Identity, String> {
         }
     }
     let data = read(base, &ks.location)?;
+    let (certs, key) = pkcs12_key(&data, password, &ks.location, ks.alias.as_deref(), "alias")?;
+    let certs: Vec<CertificateDer<'static>> = certs.into_iter().map(CertificateDer::from).collect();
+    if certs.is_empty() {
+        return Err(format!("{}: the key has no certificate", ks.location));
+    }
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
+    Ok((certs, key))
+}
+
+/// The private key entry of a PKCS#12 keystore (`data`, read from `location`): the one named
+/// `alias`, or the only one; its certificate chain (DER, leaf first) and its PKCS#8 key (DER).
+/// `alias_key` is the setting's name in errors. Runs at load time.
+pub fn pkcs12_key(
+    data: &[u8],
+    password: &str,
+    location: &str,
+    alias: Option<&str>,
+    alias_key: &str,
+) -> Result<(Vec<Vec<u8>>, Vec<u8>), String> {
     let store =
-        KeyStore::from_pkcs12(&data, password, Pkcs12ImportPolicy::Relaxed).map_err(|e| {
-            format!(
-                "{}: cannot open the PKCS#12 keystore (wrong password?): {e}",
-                ks.location
-            )
+        KeyStore::from_pkcs12(data, password, Pkcs12ImportPolicy::Relaxed).map_err(|e| {
+            format!("{location}: cannot open the PKCS#12 keystore (wrong password?): {e}")
         })?;
-    let chain = match &ks.alias {
+    let chain = match alias {
         Some(alias) => match store.entry(alias) {
             Some(KeyStoreEntry::PrivateKeyChain(c)) => c,
-            Some(_) => {
-                return Err(format!(
-                    "{}: entry `{alias}` holds no private key",
-                    ks.location
-                ))
-            }
-            None => return Err(format!("{}: no entry `{alias}`", ks.location)),
+            Some(_) => return Err(format!("{location}: entry `{alias}` holds no private key")),
+            None => return Err(format!("{location}: no entry `{alias}`")),
         },
         None => {
             let keys: Vec<_> = store
@@ -68,33 +79,19 @@ pub fn pkcs12_identity(base: &Path, ks: &Keystore) -> Result<Identity, String> {
                 .collect();
             match keys.as_slice() {
                 [(_, c)] => *c,
-                [] => {
-                    return Err(format!(
-                        "{}: the keystore holds no private key",
-                        ks.location
-                    ))
-                }
+                [] => return Err(format!("{location}: the keystore holds no private key")),
                 many => {
                     let names: Vec<&str> = many.iter().map(|(a, _)| a.as_str()).collect();
                     return Err(format!(
-                        "{}: several keys ({}); choose one with `alias`",
-                        ks.location,
+                        "{location}: several keys ({}); choose one with `{alias_key}`",
                         names.join(", ")
                     ));
                 }
             }
         }
     };
-    let certs: Vec<CertificateDer<'static>> = chain
-        .certs()
-        .iter()
-        .map(|c| CertificateDer::from(c.as_der().to_vec()))
-        .collect();
-    if certs.is_empty() {
-        return Err(format!("{}: the key has no certificate", ks.location));
-    }
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
-    Ok((certs, key))
+    let certs = chain.certs().iter().map(|c| c.as_der().to_vec()).collect();
+    Ok((certs, chain.key().as_der().to_vec()))
 }
 
 /// Reads trusted certificates: a PEM bundle (`.pem`, `.crt`, `.cer`) or a PKCS#12 truststore.

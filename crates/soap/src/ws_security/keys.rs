@@ -38,63 +38,18 @@ pub fn signing_key(base: &Path, ks: &KeystoreSettings) -> Result<(SigningKey, Pa
         );
     }
     let path = base.join(&ks.location);
-    let store = KeyStore::from_pkcs12(&read(&path)?, password, Pkcs12ImportPolicy::Relaxed)
-        .map_err(|e| {
-            format!(
-                "{}: cannot open the PKCS#12 keystore (wrong password?): {e}",
-                ks.location
-            )
-        })?;
-    let chain = match &ks.key_alias {
-        Some(alias) => match store.entry(alias) {
-            Some(KeyStoreEntry::PrivateKeyChain(c)) => c,
-            Some(_) => {
-                return Err(format!(
-                    "{}: entry `{alias}` holds no private key",
-                    ks.location
-                ))
-            }
-            None => return Err(format!("{}: no entry `{alias}`", ks.location)),
-        },
-        None => {
-            let keys: Vec<_> = store
-                .entries()
-                .filter_map(|(a, e)| match e {
-                    KeyStoreEntry::PrivateKeyChain(c) => Some((a, c)),
-                    _ => None,
-                })
-                .collect();
-            match keys.as_slice() {
-                [(_, c)] => *c,
-                [] => {
-                    return Err(format!(
-                        "{}: the keystore holds no private key",
-                        ks.location
-                    ))
-                }
-                many => {
-                    let names: Vec<&str> = many.iter().map(|(a, _)| a.as_str()).collect();
-                    return Err(format!(
-                        "{}: several keys ({}); choose one with `keyAlias`",
-                        ks.location,
-                        names.join(", ")
-                    ));
-                }
-            }
-        }
-    };
-    let cert = chain
-        .certs()
-        .first()
-        .map(|c| c.as_der().to_vec())
+    let (certs, key) = turnpike_tls::material::pkcs12_key(
+        &read(&path)?,
+        password,
+        &ks.location,
+        ks.key_alias.as_deref(),
+        "keyAlias",
+    )?;
+    let cert = certs
+        .into_iter()
+        .next()
         .ok_or_else(|| format!("{}: the key has no certificate", ks.location))?;
-    Ok((
-        SigningKey {
-            key: chain.key().as_der().to_vec(),
-            cert,
-        },
-        path,
-    ))
+    Ok((SigningKey { key, cert }, path))
 }
 
 /// Reads the trusted certificates (DER) of a PKCS#12 truststore or a PEM bundle. Runs once
