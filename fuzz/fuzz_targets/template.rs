@@ -6,6 +6,7 @@ use turnpike_core::{Template, TemplateScope};
 fuzz_target!(|src: &str| {
     let scope = TemplateScope {
         path_params: vec!["id".into(), "name".into()],
+        ..Default::default()
     };
     let _ = Template::parse(src, &scope);
 });
