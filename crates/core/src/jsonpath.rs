@@ -101,6 +101,23 @@ impl JsonPathExpr {
             .try_fold(v, |node, name| node.get(name.as_str()))
     }
 
+    /// The selection as one JSON value: `None` for no node, the node for one, an array for
+    /// several.
+    pub fn value<'v>(&self, v: &'v Value) -> Option<std::borrow::Cow<'v, Value>> {
+        use std::borrow::Cow;
+        if let Some(names) = &self.members {
+            return Self::walk(names, v).map(Cow::Borrowed);
+        }
+        let nodes = self.select(v);
+        match nodes.as_slice() {
+            [] => None,
+            [one] => Some(Cow::Borrowed(*one)),
+            many => Some(Cow::Owned(Value::Array(
+                many.iter().map(|v| (*v).clone()).collect(),
+            ))),
+        }
+    }
+
     /// Renders the selection as text: nothing for no node, a string's text or a value's JSON
     /// for one node, a JSON array for several.
     pub fn render_into(&self, v: Option<&Value>, out: &mut String) {

@@ -55,6 +55,15 @@ pub fn set_property(ex: &mut Exchange, name: &str, value: serde_json::Value) {
     }
 }
 
+/// The value at `path` inside `v` (object members by name, array items by index).
+pub fn value_at<'v>(v: &'v serde_json::Value, path: &[String]) -> Option<&'v serde_json::Value> {
+    path.iter().try_fold(v, |node, seg| match node {
+        serde_json::Value::Object(o) => o.get(seg),
+        serde_json::Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
 /// `value` as template text: a string as it is, `null` as nothing, anything else as JSON.
 pub fn value_text(value: &serde_json::Value, out: &mut String) {
     match value {

@@ -41,6 +41,35 @@ pub trait Placeholder: std::fmt::Debug + Send + Sync {
     fn reads_request(&self) -> bool {
         false
     }
+    /// Appends the value as a JSON value (a placeholder of a JSON template outside a string
+    /// literal): by default the rendered text as a JSON string.
+    fn render_json(&self, ex: &Exchange, msg: Message, out: &mut String) {
+        let mut s = String::new();
+        self.render(ex, msg, &mut s);
+        push_json_string(&s, out);
+    }
+}
+
+/// Appends `s` as a JSON string literal (quoted and escaped).
+pub fn push_json_string(s: &str, out: &mut String) {
+    out.push('"');
+    push_json_escaped(s, out);
+    out.push('"');
+}
+
+/// Appends `s` escaped for the inside of a JSON string literal (no quotes added).
+pub fn push_json_escaped(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
 }
 
 /// Finds a placeholder this module does not know: `None` when the name is not the caller's
@@ -156,6 +185,9 @@ fn property_path(name: &str) -> Option<Result<(String, Vec<String>), String>> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     parts: Vec<Part>,
+    /// Set by [`Template::json`]: for each part, whether it stands inside a JSON string
+    /// literal of the text around it.
+    json: Option<Box<[bool]>>,
 }
 
 impl Template {
@@ -203,7 +235,10 @@ impl Template {
                 (_, p) => merged.push(p),
             }
         }
-        Ok(Template { parts: merged })
+        Ok(Template {
+            parts: merged,
+            json: None,
+        })
     }
 
     /// Parses `src` whose placeholders are JSONPath expressions (`${$.a.b}`), compiled now.
@@ -253,7 +288,7 @@ impl Template {
         if !rest.is_empty() {
             parts.push(Part::Lit(rest.to_owned()));
         }
-        Ok(Template { parts })
+        Ok(Template { parts, json: None })
     }
 
     /// True when rendering reads the message body (JSONPath placeholders): the body must then
@@ -310,12 +345,17 @@ impl Template {
                 .map(Part::Header)
                 .map_err(|_| format!("`${{{name}}}`: `{h}` is not a valid header name"));
         }
-        if let Some(q) = name
-            .strip_prefix("params.")
-            .or_else(|| name.strip_prefix("param."))
+        if let Some(q) = ["params.", "param.", "params?.", "param?."]
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
         {
-            // `${param.name[0]}`: the first value, which is what a query placeholder gives.
+            // `${param.name[0]}`, `${params.name?[0]}`: the first value, which is what a
+            // query placeholder gives.
             let q = q.strip_suffix("[0]").unwrap_or(q);
+            let q = q
+                .strip_suffix("?.")
+                .or_else(|| q.strip_suffix('?'))
+                .unwrap_or(q);
             return Ok(Part::Query(q.to_owned()));
         }
         if let Some(p) = name.strip_prefix("json.") {
@@ -410,6 +450,10 @@ impl Template {
             return Cow::Borrowed(l);
         }
         let mut out = String::new();
+        if let Some(inside) = &self.json {
+            self.render_json_into(ex, msg, inside, &mut out);
+            return Cow::Owned(out);
+        }
         self.render_into(ex, msg, false, &mut out, &mut |out, v| out.push_str(v));
         Cow::Owned(out)
     }
@@ -445,96 +489,195 @@ impl Template {
         put: &mut dyn FnMut(&mut String, &str),
     ) {
         for p in &self.parts {
+            Self::render_part(p, ex, msg, decode_params, out, put);
+        }
+    }
+
+    fn render_part(
+        p: &Part,
+        ex: &Exchange,
+        msg: Message,
+        decode_params: bool,
+        out: &mut String,
+        put: &mut dyn FnMut(&mut String, &str),
+    ) {
+        match p {
+            Part::Lit(s) => out.push_str(s),
+            Part::PathParam(i) if decode_params => put(
+                out,
+                &percent_encoding::percent_decode_str(ex.param(*i)).decode_utf8_lossy(),
+            ),
+            Part::PathParam(i) => put(out, ex.param(*i)),
+            Part::Header(h) => {
+                if let Some(v) = ex.request.headers.get(h) {
+                    put(out, &String::from_utf8_lossy(v.as_bytes()));
+                }
+            }
+            Part::Query(q) => {
+                if let Some(v) = ex.query(q) {
+                    put(out, &v);
+                }
+            }
+            Part::Method => put(out, ex.request.method.as_str()),
+            Part::ClientIp => put(out, &ex.client.ip().to_string()),
+            Part::ClientCertSubject => {
+                if let Some(c) = ex.extensions.get::<crate::exchange::ClientCertificate>() {
+                    put(out, &c.subject);
+                }
+            }
+            Part::ConsumerName => {
+                if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
+                    put(out, c);
+                }
+            }
+            Part::JwtClaim(c) => {
+                if let Some(v) = ex.identity().and_then(|i| i.claims.as_ref()?.get(c)) {
+                    match v {
+                        serde_json::Value::String(s) => put(out, s),
+                        other => put(out, &other.to_string()),
+                    }
+                }
+            }
+            Part::JsonPath(p) => {
+                let v = match msg {
+                    Message::Request => json::cached_request_json(ex),
+                    Message::Response => json::cached_response_json(ex),
+                };
+                if decode_params {
+                    let mut s = String::new();
+                    p.render_into(v, &mut s);
+                    put(out, &s);
+                } else {
+                    // As written: straight into the output, no copy.
+                    p.render_into(v, out);
+                }
+            }
+            Part::Path => put(out, ex.request.uri.path()),
+            Part::Status => {
+                if let Some(r) = &ex.response {
+                    put(out, r.status().as_str());
+                }
+            }
+            Part::Body => {
+                let b = match msg {
+                    Message::Request => ex.request_bytes(),
+                    Message::Response => ex.response_bytes(),
+                };
+                if let Some(b) = b {
+                    put(out, &String::from_utf8_lossy(b));
+                }
+            }
+            Part::Property(name, path) => {
+                if let Some(v) = crate::properties::property(ex, name) {
+                    if let Some(v) = crate::properties::value_at(&v, path) {
+                        let mut s = String::new();
+                        crate::properties::value_text(v, &mut s);
+                        put(out, &s);
+                    }
+                }
+            }
+            Part::Ext(e) => {
+                let mut s = String::new();
+                e.render(ex, msg, &mut s);
+                put(out, &s);
+            }
+        }
+    }
+
+    /// This template as the text of a JSON document (Membrane's templates with a JSON content
+    /// type): a placeholder outside a string literal of the text renders as a JSON value (a
+    /// string quoted and escaped, a number or a JSON value as it is, a missing value `null`);
+    /// one inside a string literal renders as the string's escaped content. Runs at load.
+    pub fn json(mut self) -> Self {
+        let mut inside = false;
+        let mut marks = Vec::with_capacity(self.parts.len());
+        for p in &self.parts {
+            marks.push(inside);
+            if let Part::Lit(s) = p {
+                let mut escaped = false;
+                for c in s.chars() {
+                    if !inside {
+                        inside = c == '"';
+                    } else if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        inside = false;
+                    }
+                }
+            }
+        }
+        self.json = Some(marks.into());
+        self
+    }
+
+    fn render_json_into(&self, ex: &Exchange, msg: Message, inside: &[bool], out: &mut String) {
+        for (p, &quoted) in self.parts.iter().zip(inside) {
             match p {
                 Part::Lit(s) => out.push_str(s),
-                Part::PathParam(i) if decode_params => put(
-                    out,
-                    &percent_encoding::percent_decode_str(ex.param(*i)).decode_utf8_lossy(),
-                ),
-                Part::PathParam(i) => put(out, ex.param(*i)),
-                Part::Header(h) => {
-                    if let Some(v) = ex.request.headers.get(h) {
-                        put(out, &String::from_utf8_lossy(v.as_bytes()));
-                    }
-                }
-                Part::Query(q) => {
-                    if let Some(v) = ex.query(q) {
-                        put(out, &v);
-                    }
-                }
-                Part::Method => put(out, ex.request.method.as_str()),
-                Part::ClientIp => put(out, &ex.client.ip().to_string()),
-                Part::ClientCertSubject => {
-                    if let Some(c) = ex.extensions.get::<crate::exchange::ClientCertificate>() {
-                        put(out, &c.subject);
-                    }
-                }
-                Part::ConsumerName => {
-                    if let Some(c) = ex.identity().and_then(|i| i.consumer.as_deref()) {
-                        put(out, c);
-                    }
-                }
-                Part::JwtClaim(c) => {
-                    if let Some(v) = ex.identity().and_then(|i| i.claims.as_ref()?.get(c)) {
-                        match v {
-                            serde_json::Value::String(s) => put(out, s),
-                            other => put(out, &other.to_string()),
-                        }
-                    }
-                }
-                Part::JsonPath(p) => {
-                    let v = match msg {
-                        Message::Request => json::cached_request_json(ex),
-                        Message::Response => json::cached_response_json(ex),
-                    };
-                    if decode_params {
-                        let mut s = String::new();
-                        p.render_into(v, &mut s);
-                        put(out, &s);
-                    } else {
-                        // As written: straight into the output, no copy.
-                        p.render_into(v, out);
-                    }
-                }
-                Part::Path => put(out, ex.request.uri.path()),
-                Part::Status => {
-                    if let Some(r) = &ex.response {
-                        put(out, r.status().as_str());
-                    }
-                }
-                Part::Body => {
-                    let b = match msg {
-                        Message::Request => ex.request_bytes(),
-                        Message::Response => ex.response_bytes(),
-                    };
-                    if let Some(b) = b {
-                        put(out, &String::from_utf8_lossy(b));
-                    }
-                }
-                Part::Property(name, path) => {
-                    if let Some(v) = crate::properties::property(ex, name) {
-                        let mut at = Some(&*v);
-                        for seg in path {
-                            at = at.and_then(|v| match v {
-                                serde_json::Value::Object(o) => o.get(seg),
-                                serde_json::Value::Array(a) => {
-                                    seg.parse::<usize>().ok().and_then(|i| a.get(i))
-                                }
-                                _ => None,
-                            });
-                        }
-                        if let Some(v) = at {
-                            let mut s = String::new();
-                            crate::properties::value_text(v, &mut s);
-                            put(out, &s);
-                        }
-                    }
-                }
-                Part::Ext(e) => {
+                _ if quoted => {
                     let mut s = String::new();
-                    e.render(ex, msg, &mut s);
-                    put(out, &s);
+                    Self::render_part(p, ex, msg, false, &mut s, &mut |o, v| o.push_str(v));
+                    push_json_escaped(&s, out);
                 }
+                _ => Self::part_json(p, ex, msg, out),
+            }
+        }
+    }
+
+    /// Appends the value of `p` as a JSON value (`null` when it has none).
+    fn part_json(p: &Part, ex: &Exchange, msg: Message, out: &mut String) {
+        let json = |v: Option<&serde_json::Value>, out: &mut String| match v {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str("null"),
+        };
+        let text = |v: Option<&str>, out: &mut String| match v {
+            Some(v) => push_json_string(v, out),
+            None => out.push_str("null"),
+        };
+        match p {
+            Part::Status => match &ex.response {
+                Some(r) => out.push_str(r.status().as_str()),
+                None => out.push_str("null"),
+            },
+            Part::Header(h) => text(
+                ex.request
+                    .headers
+                    .get(h)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()))
+                    .as_deref(),
+                out,
+            ),
+            Part::Query(q) => text(ex.query(q).as_deref(), out),
+            Part::ConsumerName => text(ex.identity().and_then(|i| i.consumer.as_deref()), out),
+            Part::ClientCertSubject => text(
+                ex.extensions
+                    .get::<crate::exchange::ClientCertificate>()
+                    .map(|c| c.subject.as_str()),
+                out,
+            ),
+            Part::JwtClaim(c) => json(ex.identity().and_then(|i| i.claims.as_ref()?.get(c)), out),
+            Part::JsonPath(p) => {
+                let v = match msg {
+                    Message::Request => json::cached_request_json(ex),
+                    Message::Response => json::cached_response_json(ex),
+                };
+                json(v.and_then(|v| p.value(v)).as_deref(), out);
+            }
+            Part::Property(name, path) => {
+                let v = crate::properties::property(ex, name);
+                json(
+                    v.as_deref()
+                        .and_then(|v| crate::properties::value_at(v, path)),
+                    out,
+                );
+            }
+            Part::Ext(e) => e.render_json(ex, msg, out),
+            p => {
+                let mut s = String::new();
+                Self::render_part(p, ex, msg, false, &mut s, &mut |o, v| o.push_str(v));
+                push_json_string(&s, out);
             }
         }
     }

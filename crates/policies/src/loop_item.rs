@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use turnpike_core::jsonpath::Message;
 use turnpike_core::properties::{property, value_text};
 use turnpike_core::template::Placeholder;
@@ -60,14 +59,7 @@ pub(crate) fn value_path(src: &str) -> Option<(String, Vec<String>)> {
     Some((name, segs))
 }
 
-/// The value at `path` inside `v` (object members by name, array items by index).
-pub(crate) fn walk<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
-    path.iter().try_fold(v, |node, seg| match node {
-        Value::Object(o) => o.get(seg),
-        Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
-        _ => None,
-    })
-}
+pub(crate) use turnpike_core::properties::value_at as walk;
 
 /// A template placeholder for the loop's item and Membrane's `toJSON(…)`: `${it['name']}`
 /// renders the value as text (a string as it is, other values as JSON), `${toJSON(it)}` as
@@ -88,6 +80,14 @@ impl Placeholder for ValuePlaceholder {
             (None, true) => out.push_str("null"),
             (Some(v), false) => value_text(v, out),
             (None, false) => {}
+        }
+    }
+
+    fn render_json(&self, ex: &Exchange, _: Message, out: &mut String) {
+        let v = property(ex, &self.name);
+        match v.as_deref().and_then(|v| walk(v, &self.path)) {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str("null"),
         }
     }
 

@@ -2,7 +2,8 @@
 //! (as [`static`](crate::static_body) does) from a template written inline (`src`) or in a file
 //! (`location`), with Membrane's placeholders (`${path}`, `${header['X']}`, `${params.q}`,
 //! `${json.name}`, `${statusCode}`, `${property.NAME}`, `${xpath('//x')}`, …); `pretty`
-//! re-indents a JSON result. Groovy code (`<% … %>`) cannot run here: it is a load error.
+//! re-indents a JSON result. With a JSON content type a placeholder writes a JSON value
+//! (`"sub": ${user()}` gives `"sub": "alice"`; inside a string literal, the escaped text). Groovy code (`<% … %>`) cannot run here: it is a load error.
 
 use http::HeaderValue;
 use schemars::JsonSchema;
@@ -61,11 +62,24 @@ impl PolicyFactory for BodyTemplate {
             ));
         }
         let src = crate::language::compile_template(&text, None, ctx).map_err(|m| err(key, m))?;
-        let content_type = match &c.content_type {
-            Some(ct) => HeaderValue::from_str(ct)
+        // A template file's extension gives the type when `contentType` does not (as Membrane).
+        let extension = c
+            .location
+            .as_deref()
+            .and_then(|l| std::path::Path::new(l).extension())
+            .and_then(|e| e.to_str());
+        let content_type = match (&c.content_type, extension) {
+            (Some(ct), _) => HeaderValue::from_str(ct)
                 .map_err(|_| err("contentType", "not a valid header value"))?,
-            None => HeaderValue::from_static("text/plain; charset=utf-8"),
+            (None, Some("json")) => HeaderValue::from_static("application/json"),
+            (None, Some("xml")) => HeaderValue::from_static("application/xml"),
+            (None, _) => HeaderValue::from_static("text/plain; charset=utf-8"),
         };
+        // A JSON template writes its values as JSON (Membrane 7.1 and later).
+        let json = content_type
+            .to_str()
+            .is_ok_and(|t| t.split(';').next().unwrap_or("").trim().ends_with("json"));
+        let src = if json { src.json() } else { src };
         Ok(BodyTemplate {
             inner: Static {
                 name: "template",
@@ -134,6 +148,35 @@ mod tests {
             "{\n  \"m\": \"POST\",\n  \"p\": \"/a\",\n  \"h\": \"b\",\n  \"q\": \"1\",\n  \"n\": \"Kiwi\"\n}"
         );
         assert_eq!(ex.request.headers["content-type"], "application/json");
+    }
+
+    #[test]
+    fn json_templates_write_json_values() {
+        let t = compile(serde_json::json!({
+            "src": "{\"u\": ${header.x-u}, \"n\": ${json.n}, \"in\": \"a ${header.x-u} b\", \"m\": ${header.x-none}, \"p\": ${property.p}, \"e\": ${property.p.k + 1}, \"s\": ${statusCode}, \"l\": ${json.l}}",
+            "contentType": "application/json"
+        }))
+        .unwrap();
+        let mut ex = exchange(
+            "POST",
+            "/",
+            &[("x-u", "al\"ice")],
+            r#"{"n": 42, "l": [1, "two"]}"#,
+        );
+        turnpike_core::properties::set_property(&mut ex, "p", serde_json::json!({"k": 2}));
+        assert!(matches!(t.on_request(&mut ex), Outcome::Continue));
+        let body = String::from_utf8(ex.request_bytes().unwrap().to_vec()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).expect(&body);
+        assert_eq!(
+            v,
+            serde_json::json!({"u": "al\"ice", "n": 42, "in": "a al\"ice b", "m": null,
+                "p": {"k": 2}, "e": 3, "s": null, "l": [1, "two"]})
+        );
+        // A text template inserts the text as it is.
+        let t = compile(serde_json::json!({ "src": "u=${header.x-u}" })).unwrap();
+        let mut ex = exchange("GET", "/", &[("x-u", "a\"b")], "");
+        assert!(matches!(t.on_request(&mut ex), Outcome::Continue));
+        assert_eq!(ex.request_bytes().unwrap().as_ref(), b"u=a\"b");
     }
 
     #[test]
