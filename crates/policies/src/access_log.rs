@@ -275,7 +275,7 @@ impl AccessLog {
             }
         }
         for (name, expr, default) in &self.fields {
-            let value = expr.text(ex).unwrap_or_else(|| {
+            let value = expr.text_unless_null(ex).unwrap_or_else(|| {
                 default
                     .clone()
                     .unwrap_or_else(|| self.default_value.clone())

@@ -80,9 +80,12 @@ fn var_ty(v: Var) -> Ty {
         | Var::CertSubject
         | Var::ConsumerName
         | Var::User => Ty::Str,
-        Var::Query | Var::Headers | Var::ResponseHeaders | Var::PathParams | Var::Env => {
-            Ty::Map(Box::new(Ty::Str))
-        }
+        Var::Query
+        | Var::Headers
+        | Var::ResponseHeaders
+        | Var::PathParams
+        | Var::Env
+        | Var::Cookies => Ty::Map(Box::new(Ty::Str)),
         Var::ConsumerGroups => Ty::List(Box::new(Ty::Str)),
         Var::Jwt | Var::Properties => Ty::Map(Box::new(Ty::Dyn)),
         Var::Scopes => Ty::List(Box::new(Ty::Str)),
@@ -187,7 +190,7 @@ fn check(e: &IdedExpr, scope: &Scope) -> R<(Node, Ty)> {
             let t = lit_ty(&l);
             (Node::Lit(l), t)
         }),
-        Expr::Ident(name) if scope.spel => spel_ident(e, name),
+        Expr::Ident(name) if scope.spel => spel_ident(e, name, scope.message),
         Expr::Ident(name) => ident(e, name),
         Expr::Select(s) => {
             if s.test {
@@ -338,7 +341,7 @@ fn ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
 }
 
 /// Membrane's SpEL variables.
-fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
+fn spel_ident(e: &IdedExpr, name: &str, message: super::eval::Which) -> R<(Node, Ty)> {
     let var = match name {
         "method" => Var::Method,
         "path" => Var::Path,
@@ -349,13 +352,20 @@ fn spel_ident(e: &IdedExpr, name: &str) -> R<(Node, Ty)> {
         "property" | "properties" => Var::Properties,
         "body" => Var::Body,
         "exchange_proxy_name" => Var::ApiName,
+        "cookie" | "cookies" => Var::Cookies,
+        // Membrane's `json`: the message's body parsed as JSON.
+        "json" => {
+            let root = turnpike_core::jsonpath::JsonPathExpr::parse("$")
+                .map_err(|m| CheckError { id: e.id, message: m })?;
+            return Ok((Node::JsonPathValue(Box::new(root), message), Ty::Dyn));
+        }
         "response" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Response))),
         "request" => return Ok((Node::Lit(Lit::Null), Ty::Group(Group::Request))),
         other => {
             return fail(
                 e,
                 format!(
-                    "`{other}` is not supported in Membrane's expressions here (method, path, statusCode, header, params, pathParam, property are)"
+                    "`{other}` is not supported in Membrane's expressions here (method, path, statusCode, header, params, pathParam, property, cookie, json, body are)"
                 ),
             )
         }
@@ -583,6 +593,22 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
         "lowerAscii" if member => (Func::LowerAscii, 1, Some(Ty::Str), Ty::Str),
         "upperAscii" if member => (Func::UpperAscii, 1, Some(Ty::Str), Ty::Str),
         "trim" if member => (Func::Trim, 1, Some(Ty::Str), Ty::Str),
+        // Java's `String.length()`.
+        "length" if member => (Func::Size, 1, Some(Ty::Str), Ty::Int),
+        "substring" if member => {
+            if !(2..=3).contains(&args.len()) {
+                return fail(e, "`substring` takes a begin index and an optional end index");
+            }
+            let mut nodes = vec![of_type(args[0], scope, &Ty::Str, "`substring`")?];
+            for a in &args[1..] {
+                let (n, t) = value(a, scope)?;
+                if !matches!(t, Ty::Int | Ty::Uint | Ty::Dyn) {
+                    return fail(a, format!("`substring` takes int indexes, this is a {t}"));
+                }
+                nodes.push(n);
+            }
+            return Ok((Node::Call(Func::Substring, nodes), Ty::Str));
+        }
         // Java's `toString()`: the value as text.
         "toString" if member => (Func::String, 1, None, Ty::Str),
         "matches" => {
@@ -665,7 +691,7 @@ fn function(e: &IdedExpr, c: &CallExpr, scope: &Scope) -> R<(Node, Ty)> {
             return fail(
                 e,
                 format!(
-                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, trim, int, uint, double, string, toString, hasScope, isXML, isJSON, jsonPath, user, scopes, keySet)"
+                    "unknown function `{other}` (the functions are size, startsWith, endsWith, contains, matches, lowerAscii, upperAscii, trim, length, substring, int, uint, double, string, toString, hasScope, isXML, isJSON, jsonPath, user, scopes, keySet)"
                 ),
             )
         }

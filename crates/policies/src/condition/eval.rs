@@ -50,6 +50,8 @@ pub(crate) enum Var {
     Scopes,
     /// The current message's body as text (Membrane's `body`).
     Body,
+    /// The request's cookies by name (Membrane's `cookie`).
+    Cookies,
 }
 
 /// A comparison.
@@ -89,6 +91,8 @@ pub(crate) enum Func {
     String,
     /// The keys of a map (Membrane's `keySet()`).
     Keys,
+    /// Java's `String.substring(begin[, end])`, in characters.
+    Substring,
 }
 
 /// A checked expression.
@@ -137,6 +141,22 @@ impl Node {
                 n,
                 Node::XPath(_) | Node::JsonPath(_) | Node::JsonPathValue(..) | Node::Var(Var::Body)
             )
+        });
+        found
+    }
+
+    /// The messages whose JSON body `jsonPath('…')` or `json` read: (request, current,
+    /// response).
+    pub(crate) fn reads_json(&self) -> (bool, bool, bool) {
+        let mut found = (false, false, false);
+        self.visit(&mut |n| {
+            if let Node::JsonPathValue(_, w) = n {
+                match w {
+                    Which::Request => found.0 = true,
+                    Which::Current => found.1 = true,
+                    Which::Response => found.2 = true,
+                }
+            }
         });
         found
     }
@@ -230,14 +250,19 @@ fn owned_json(v: serde_json::Value) -> V<'static> {
     }
 }
 
-/// Evaluates `node` as a value and writes it as text: a string as it is, `null` as "null"
-/// (Java's `String.valueOf`), numbers and booleans as written, lists and maps as JSON.
-pub(crate) fn text(node: &Node, ex: &Exchange, scope: &Scope) -> R<String> {
-    let v = eval(node, ex, scope)?;
-    Ok(match v {
-        V::Str(s) => s.into_owned(),
-        other => to_json(&other).to_string(),
+/// The value of `node` on `ex` as text: a string as it is, numbers and booleans as written,
+/// lists and maps as JSON; `None` for `null`.
+pub(crate) fn text_unless_null(node: &Node, ex: &Exchange, scope: &Scope) -> R<Option<String>> {
+    Ok(match eval(node, ex, scope)? {
+        V::Null => None,
+        V::Str(s) => Some(s.into_owned()),
+        other => Some(to_json(&other).to_string()),
     })
+}
+
+/// The value of `node` on `ex` as JSON.
+pub(crate) fn value_json(node: &Node, ex: &Exchange, scope: &Scope) -> R<serde_json::Value> {
+    eval(node, ex, scope).map(|v| to_json(&v))
 }
 
 fn to_json(v: &V<'_>) -> serde_json::Value {
@@ -375,6 +400,25 @@ pub(crate) enum M<'a> {
     Json(&'a serde_json::Map<String, serde_json::Value>),
     /// The exchange's properties (`jwt`: the verified claims, unless set otherwise).
     Properties(&'a Exchange),
+    /// The request's cookies (`Cookie` headers).
+    Cookies(&'a http::HeaderMap),
+}
+
+/// The `name=value` pairs of the `Cookie` headers in `h` (a quoted value without its quotes).
+fn cookies(h: &http::HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+    h.get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            let value = value.trim();
+            let value = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(value);
+            Some((name.trim(), value))
+        })
 }
 
 impl<'a> L<'a> {
@@ -411,6 +455,9 @@ impl<'a> M<'a> {
                 .map(|i| V::Str(Cow::Borrowed(ex.param(i)))),
             M::Env(e) => e.get(key).map(|v| V::Str(Cow::Borrowed(v.as_str()))),
             M::Json(o) => o.get(key).map(json),
+            M::Cookies(h) => cookies(h)
+                .find(|(n, _)| *n == key)
+                .map(|(_, v)| V::Str(Cow::Borrowed(v))),
             M::Properties(ex) => {
                 let set = ex
                     .extensions
@@ -459,6 +506,7 @@ impl<'a> M<'a> {
                 .keys()
                 .map(|k| V::Str(Cow::Borrowed(k.as_str())))
                 .collect(),
+            M::Cookies(h) => cookies(h).map(|(n, _)| V::Str(Cow::Borrowed(n))).collect(),
             M::Properties(ex) => ex
                 .extensions
                 .get::<turnpike_core::properties::Properties>()
@@ -478,6 +526,7 @@ impl<'a> M<'a> {
             M::PathParams(_, names) => names.len(),
             M::Env(e) => e.len(),
             M::Json(o) => o.len(),
+            M::Cookies(h) => cookies(h).count(),
             M::Properties(ex) => ex
                 .extensions
                 .get::<turnpike_core::properties::Properties>()
@@ -584,6 +633,7 @@ fn var<'a>(v: Var, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Var::PathParams => Ok(V::Map(M::PathParams(ex, &scope.path_params))),
         Var::Env => Ok(V::Map(M::Env(&scope.env))),
         Var::Properties => Ok(V::Map(M::Properties(ex))),
+        Var::Cookies => Ok(V::Map(M::Cookies(&ex.request.headers))),
         Var::ApiName => borrowed(&scope.api_name),
         Var::Body => Ok(V::Str(
             current_body(ex).map_or(Cow::Borrowed(""), |b| String::from_utf8_lossy(b)),
@@ -616,9 +666,15 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         Node::Index(target, key) => {
             let t = eval(target, ex, scope)?;
             let k = eval(key, ex, scope)?;
-            index(t, &k)
+            match (t, &k) {
+                // SpEL reads a missing key of a map as null (`cookie.X != 'a'` holds without
+                // the cookie); CEL's missing key is an error.
+                (V::Map(m), V::Str(k)) if scope.spel => Ok(m.get(k).unwrap_or(V::Null)),
+                (t, k) => index(t, k),
+            }
         }
         Node::Field(target, name) => match eval(target, ex, scope)? {
+            V::Map(m) if scope.spel => Ok(m.get(name).unwrap_or(V::Null)),
             V::Map(m) => m.get(name).ok_or(EvalError("no such key")),
             _ => Err(EvalError("a field of a value that is not a map")),
         },
@@ -700,7 +756,8 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
             let mut vals = args.iter().map(|a| eval(a, ex, scope));
             let first = vals.next().ok_or(EvalError("missing argument"))??;
             let second = vals.next().transpose()?;
-            call(*f, first, second)
+            let third = vals.next().transpose()?;
+            call(*f, first, second, third)
         }
         Node::Matches(s, re) => match eval(s, ex, scope)? {
             V::Str(s) => Ok(V::Bool(re.is_match(&s))),
@@ -720,6 +777,20 @@ fn eval<'a>(node: &'a Node, ex: &'a Exchange, scope: &'a Scope) -> R<V<'a>> {
         }
         Node::XPath(x) => Ok(V::Bool(current_body(ex).is_some_and(|b| x.boolean(b)))),
         Node::JsonPathValue(p, which) => {
+            // A body parsed earlier (see `Node::reads_json`) is read in place, objects included.
+            let cached = match (which, &ex.response) {
+                (Which::Request, _) | (Which::Current, None) => {
+                    turnpike_core::json::cached_request_json(ex)
+                }
+                _ => turnpike_core::json::cached_response_json(ex),
+            };
+            if let Some(v) = cached {
+                return Ok(match p.value(v) {
+                    None => V::Null,
+                    Some(Cow::Borrowed(b)) => json(b),
+                    Some(Cow::Owned(o)) => owned_json(o),
+                });
+            }
             let Some(v) = body_of(ex, *which).and_then(|b| serde_json::from_slice(b).ok()) else {
                 return Ok(V::Null);
             };
@@ -852,7 +923,7 @@ fn arith<'a>(op: ArithOp, a: V<'a>, b: V<'a>) -> R<V<'a>> {
     })
 }
 
-fn call<'a>(f: Func, a: V<'a>, b: Option<V<'a>>) -> R<V<'a>> {
+fn call<'a>(f: Func, a: V<'a>, b: Option<V<'a>>, c: Option<V<'a>>) -> R<V<'a>> {
     let strs = |b: Option<V<'a>>| match b {
         Some(V::Str(s)) => Ok(s),
         _ => Err(EvalError("a string argument was expected")),
@@ -890,6 +961,25 @@ fn call<'a>(f: Func, a: V<'a>, b: Option<V<'a>>) -> R<V<'a>> {
         (Func::String, V::Double(d)) => V::Str(Cow::Owned(d.to_string())),
         (Func::String, V::Bool(b)) => V::Str(Cow::Borrowed(if b { "true" } else { "false" })),
         (Func::Keys, V::Map(m)) => V::List(L::Owned(m.keys())),
+        (Func::Substring, V::Str(s)) => {
+            let index = |v: Option<V<'a>>| match v {
+                Some(V::Int(i)) => usize::try_from(i).map_err(|_| EvalError("negative index")),
+                Some(V::Uint(u)) => usize::try_from(u).map_err(|_| EvalError("index too large")),
+                _ => Err(EvalError("an int index was expected")),
+            };
+            let len = s.chars().count();
+            let begin = index(b)?;
+            let end = match c {
+                None => len,
+                c => index(c)?,
+            };
+            if begin > end || end > len {
+                return Err(EvalError("substring index out of range"));
+            }
+            V::Str(Cow::Owned(
+                s.chars().skip(begin).take(end - begin).collect(),
+            ))
+        }
         _ => return Err(EvalError("no such function for this value")),
     })
 }

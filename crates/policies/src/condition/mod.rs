@@ -37,6 +37,21 @@ pub struct Condition {
 }
 
 impl Condition {
+    /// Parses the JSON bodies the test reads through `json` or `jsonPath('…')` (once per
+    /// message), so that objects in them are read in place.
+    pub fn prepare(&self, ex: &mut Exchange) {
+        if !self.reads_body {
+            return;
+        }
+        let (request, current, response) = self.node.reads_json();
+        if request || (current && ex.response.is_none()) {
+            let _ = turnpike_core::json::request_json(ex);
+        }
+        if response || (current && ex.response.is_some()) {
+            let _ = turnpike_core::json::response_json(ex);
+        }
+    }
+
     /// Compiles `source` against the path parameters of the route and the environment; the
     /// error says where in the expression (line, column) and what.
     pub fn compile(
@@ -278,11 +293,11 @@ impl ValueExpr {
         }
     }
 
-    /// The value on `ex` as text (`null` as "null"); `None` when the evaluation fails (a
-    /// missing key, no response yet).
-    pub fn text(&self, ex: &Exchange) -> Option<String> {
-        match eval::text(&self.node, ex, &self.scope) {
-            Ok(t) => Some(t),
+    /// The value on `ex` as text; `None` when it is `null` (a missing header in SpEL) or the
+    /// evaluation fails.
+    pub fn text_unless_null(&self, ex: &Exchange) -> Option<String> {
+        match eval::text_unless_null(&self.node, ex, &self.scope) {
+            Ok(t) => t,
             Err(e) => {
                 tracing::debug!(expression = %self.source, reason = e.0, "expression has no value");
                 None
@@ -298,8 +313,20 @@ impl ValueExpr {
 
 impl turnpike_core::template::Placeholder for ValueExpr {
     fn render(&self, ex: &Exchange, _: turnpike_core::jsonpath::Message, out: &mut String) {
-        if let Some(t) = self.text(ex) {
+        if let Some(t) = self.text_unless_null(ex) {
             out.push_str(&t);
+        }
+    }
+
+    /// The value as JSON: a string quoted, a number or list as it is, `null` when the
+    /// evaluation fails.
+    fn render_json(&self, ex: &Exchange, _: turnpike_core::jsonpath::Message, out: &mut String) {
+        match eval::value_json(&self.node, ex, &self.scope) {
+            Ok(v) => out.push_str(&v.to_string()),
+            Err(e) => {
+                tracing::debug!(expression = %self.source, reason = e.0, "expression has no value");
+                out.push_str("null");
+            }
         }
     }
 
@@ -400,6 +427,12 @@ impl Choose {
         (self.needs.request, self.needs.response)
     }
 
+    fn prepare(&self, ex: &mut Exchange) {
+        for c in self.branches.iter().filter_map(|(c, _)| c.as_ref()) {
+            c.prepare(ex);
+        }
+    }
+
     fn pick(&self, ex: &Exchange) -> Option<usize> {
         self.branches
             .iter()
@@ -434,6 +467,7 @@ impl Policy for Choose {
 
     /// Runs the request phase of the first branch whose test holds.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
+        self.prepare(ex);
         let Some(i) = self.pick(ex) else {
             return Outcome::Continue;
         };
@@ -457,6 +491,7 @@ impl Policy for Choose {
     /// Runs the response phase of the branch chosen (again, when a test reads `response`).
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
         let i = if self.response_tests {
+            self.prepare(ex);
             self.pick(ex)
         } else {
             ex.extensions

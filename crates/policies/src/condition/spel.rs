@@ -1,5 +1,6 @@
 //! Membrane's SpEL tests as its configurations write them, translated to CEL: `and`, `or` and
-//! `not` become `&&`, `||` and `!`; `x matches 'regex'` becomes `x.matches(r'^(?:regex)$')` (SpEL
+//! `not` become `&&`, `||` and `!`, the comparison words `gt`, `lt`, `ge`, `le`, `eq`, `ne`
+//! their operators; `x matches 'regex'` becomes `x.matches(r'^(?:regex)$')` (SpEL
 //! matches the whole string); `?.` becomes `.`. The names (`method`, `path`, `header['X']`,
 //! `statusCode`, `params`, `pathParam`) are resolved by the checker in SpEL mode, where
 //! `m['k'] != null` tests whether the key is there.
@@ -52,6 +53,12 @@ fn words(code: &str) -> String {
             "and" => out.push_str("&&"),
             "or" => out.push_str("||"),
             "not" => out.push('!'),
+            "gt" => out.push('>'),
+            "lt" => out.push('<'),
+            "ge" => out.push_str(">="),
+            "le" => out.push_str("<="),
+            "eq" => out.push_str("=="),
+            "ne" => out.push_str("!="),
             w => out.push_str(w),
         }
         word.clear();
@@ -125,5 +132,9 @@ mod tests {
         assert_eq!(translate("params?.a?.[0] == 'v'"), "params.a == r'v'");
         assert_eq!(translate("param?.case?.[0] == 'a'"), "param.case == r'a'");
         assert_eq!(translate("list[0] == 1"), "list[0] == 1");
+        assert_eq!(
+            translate("statusCode gt 399 and statusCode le 499"),
+            "statusCode > 399 && statusCode <= 499"
+        );
     }
 }

@@ -368,3 +368,42 @@ fn trim_removes_blanks_as_java_does() {
         .message
         .contains("trim"));
 }
+
+#[test]
+fn membranes_cookie_json_substring_and_comparison_words() {
+    let mut ex = exchange(
+        "POST",
+        "/mcp",
+        &[
+            ("cookie", "SESSION=akj34; theme=\"dark\""),
+            ("authorization", "Bearer abcdef123456"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"method": "tools/call", "params": {"name": "secretHello"}, "id": 7}"#,
+    );
+    for src in [
+        "cookie.SESSION == 'akj34'",
+        "cookie['theme'] == 'dark'",
+        "cookie.nope == null",
+        "isJSON() and json.method == 'tools/call' and json['params'] != null and json['params']['name'] == 'secretHello'",
+        "json.id gt 6 and json.id lt 8 and json.id ge 7 and json.id le 7 and json.id eq 7 and json.id ne 8",
+        "headers['Authorization'].substring(headers['Authorization'].length() - 6) == '123456'",
+        "header['Authorization'].substring(0, 6) == 'Bearer'",
+    ] {
+        let c = spel(src);
+        c.prepare(&mut ex);
+        assert!(c.holds(&ex), "{src}");
+    }
+    for src in [
+        "cookie.SESSION != 'akj34'",
+        "json.method == 'tools/list'",
+        // Out of range: the expression has no value, the test does not hold.
+        "header['Authorization'].substring(3, 100) == ''",
+    ] {
+        assert!(!spel(src).holds(&ex), "{src}");
+    }
+    assert!(spel("json.method == 'x'").reads_body);
+    let e = Condition::compile_with_language("path.substring('a') == ''", Some("spel"), &[], env())
+        .unwrap_err();
+    assert!(e.message.contains("int"), "{e:?}");
+}
