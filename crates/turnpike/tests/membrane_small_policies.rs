@@ -1,5 +1,6 @@
 //! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
-//! `replace`, `paddingHeader`, `greaser`, `formValidation` and `limit`.
+//! `replace`, `paddingHeader`, `greaser`, `formValidation`, `limit`, `setCookies` with cookies in
+//! conditions, `json` in SpEL tests, and JSON templates.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -508,4 +509,226 @@ async fn unknown_settings_are_load_errors() {
         };
         assert!(e.contains(expect), "{policy}: {e}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cookie_from_a_login_call_opens_the_target() {
+    // Membrane's tutorial orchestration/40-Authentication-Call: the gateway calls a login API
+    // whose `setCookies` issues a session cookie, and forwards it to a target that tests
+    // `cookie.SESSION`.
+    let (gateway, login, target) = (free_port(), free_port(), free_port());
+    let _gw = TestGateway::start(&format!(
+        r#"api:
+  port: {gateway}
+  name: Gateway
+  flow:
+    - request:
+        - call:
+            url: http://127.0.0.1:{login}/login
+        - log:
+            message: "Got Cookie: ${{header['Set-Cookie']}}"
+        - setHeader:
+            name: Cookie
+            value: ${{header['Set-Cookie']}}
+        - headerFilter:
+            - exclude: Set-Cookie
+        - log:
+            message: "Session ${{cookie.SESSION}}, token end ${{header['Cookie'].substring(header['Cookie'].length() - 3)}}"
+  target:
+    url: http://127.0.0.1:{target}
+---
+api:
+  port: {login}
+  name: Login API
+  path:
+    uri: /login
+  flow:
+    - response:
+        - setCookies:
+            - name: SESSION
+              value: akj34
+              httpOnly: true
+    - return:
+        status: 200
+---
+api:
+  port: {target}
+  name: Target API
+  flow:
+    - request:
+        - if:
+            test: cookie.SESSION != 'akj34'
+            flow:
+              - static:
+                  src: Unauthorized!
+              - return:
+                  status: 401
+    - response:
+        - static:
+            src: Success!
+    - return:
+        status: 200
+"#
+    ));
+    let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    let r = get(at(login), "/login").await;
+    assert_eq!(
+        r.header("set-cookie"),
+        Some("SESSION=akj34; Path=/; HttpOnly; SameSite=Lax")
+    );
+    let r = get(at(gateway), "/").await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "Success!"));
+    let r = get(at(target), "/").await;
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (401, "Unauthorized!")
+    );
+    let r = get_with(at(target), "/", &[("cookie", "theme=dark; SESSION=other")]).await;
+    assert_eq!(r.status, 401);
+    let r = get_with(at(target), "/", &[("cookie", "theme=dark; SESSION=akj34")]).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_call_is_blocked_by_a_test_on_the_json_body() {
+    // Membrane's example mcp: a JSON-RPC `tools/call` of one tool is answered by the gateway
+    // with a JSON-RPC result; everything else goes to the MCP server.
+    let backend = Backend::start().await;
+    let b = backend.port();
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  name: demo-mcp-gateway
+  port: 0
+  path: /mcp
+  flow:
+    - request:
+        - if:
+            language: SpEL
+            test: "isJSON() and json.method == 'tools/call' and json['params'] != null and json['params']['name'] == 'secretHello'"
+            flow:
+              - template:
+                  contentType: application/json
+                  src: |
+                    {{
+                      "jsonrpc": "2.0",
+                      "id": ${{json.id}},
+                      "result": {{
+                        "content": [ {{ "type": "text", "text": "Blocked: tool secretHello is not allowed" }} ],
+                        "isError": true
+                      }}
+                    }}
+              - return:
+                  status: 200
+                  contentType: application/json
+  target:
+    host: 127.0.0.1
+    port: {b}
+"#
+    ));
+    let call = |tool: &str, id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        )
+    };
+    let r = post(
+        gw.addr(),
+        "/mcp",
+        "application/json",
+        &call("secretHello", 7),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(
+        (v["id"].as_u64(), v["result"]["isError"].as_bool()),
+        (Some(7), Some(true))
+    );
+    assert_eq!(backend.count(), 0);
+    let r = post(gw.addr(), "/mcp", "application/json", &call("hello", 8)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(backend.count(), 1);
+    assert_eq!(backend.last().body, Bytes::from(call("hello", 8)));
+    // Without params, or not JSON: forwarded.
+    post(
+        gw.addr(),
+        "/mcp",
+        "application/json",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+    )
+    .await;
+    post(gw.addr(), "/mcp", "text/plain", &call("secretHello", 9)).await;
+    assert_eq!(backend.count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_templates_write_json_values() {
+    // Membrane's example templating/json: a query parameter and a property read from the
+    // backend's XML answer, each written as a JSON value.
+    let (port, logger) = (free_port(), free_port());
+    let _gw = TestGateway::start(&format!(
+        r#"api:
+  port: {port}
+  method: GET
+  flow:
+    - request:
+        - template:
+            contentType: application/json
+            pretty: yes
+            src: |
+              {{
+                "answer": ${{params.answer?[0]}},
+                "quoted": "say \"${{params.answer}}\"",
+                "missing": ${{params.nope}}
+              }}
+    - return:
+        status: 200
+---
+api:
+  port: {port}
+  method: POST
+  flow:
+    - request:
+        - template:
+            contentType: application/xml
+            src: <city>${{json.city}}</city>
+    - response:
+        - template:
+            contentType: application/json
+            src: |
+              {{
+                "city": ${{property.city}}
+              }}
+        - setProperty:
+            name: city
+            value: '${{/city}}'
+            language: xpath
+  target:
+    host: 127.0.0.1
+    port: {logger}
+---
+api:
+  name: logger
+  port: {logger}
+  flow:
+    - return:
+        status: 200
+"#
+    ));
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let r = get(addr, "/?answer=4%222").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({ "answer": "4\"2", "quoted": "say \"4\"2\"", "missing": null })
+    );
+    let r = post(
+        addr,
+        "/",
+        "application/json",
+        r#"{"city": "Bonn \"am Rhein\""}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json(), serde_json::json!({ "city": "Bonn \"am Rhein\"" }));
 }

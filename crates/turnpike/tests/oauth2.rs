@@ -527,3 +527,126 @@ api:
     );
     assert_eq!(backend.count(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membranes_jwt_signing_tutorial_issues_tokens_its_resource_accepts() {
+    // Membrane's tutorial jwt/20-JWT-Signing: a token server (basic authentication, a JSON
+    // template, `jwtSign` into a property) and a resource that verifies the token.
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jwk.json"), TEST_JWK).unwrap();
+    let private: serde_json::Value = serde_json::from_str(TEST_JWK).unwrap();
+    let public = serde_json::json!({ "keys": [{
+        "kty": "RSA", "kid": private["kid"], "n": private["n"], "e": private["e"]
+    }]});
+    std::fs::write(dir.path().join("jwk-public.json"), public.to_string()).unwrap();
+    let file = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"api:
+  port: {port}
+  name: Token Server
+  path:
+    uri: /token
+  flow:
+    - basicAuthentication:
+        users:
+          - username: alice
+            password: alice-secret
+    - request:
+        - template:
+            contentType: application/json
+            src: |
+              {{
+                "sub": ${{user()}},
+                "aud": "demo-resource",
+                "scope": "read write"
+              }}
+        - jwtSign:
+            property: token
+            jwk:
+              location: jwk.json
+        - template:
+            contentType: application/json
+            src: |
+              {{
+                "access_token": ${{property.token}},
+                "token_type": "bearer",
+                "expires_in": 300
+              }}
+    - return:
+        status: 200
+---
+api:
+  port: {port}
+  name: Protected Resource
+  path:
+    uri: /resource
+  flow:
+    - jwtAuth:
+        expectedAud: demo-resource
+        jwks:
+          jwks:
+            - location: jwk-public.json
+    - template:
+        contentType: application/json
+        src: |
+          {{
+            "client": ${{property.jwt.sub}},
+            "scope": ${{property.jwt.scope}}
+          }}
+    - return:
+        status: 200
+"#
+        ),
+    )
+    .unwrap();
+    let _gw = turnpike::start(vec![file]).unwrap();
+    let addr = local(port);
+    assert_eq!(get(addr, "/token").await.status, 401);
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode("alice:alice-secret");
+    let r = get_with(
+        addr,
+        "/token",
+        &[("authorization", &format!("Basic {basic}"))],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json();
+    assert_eq!(
+        (answer["token_type"].as_str(), answer["expires_in"].as_u64()),
+        (Some("bearer"), Some(300))
+    );
+    let token = answer["access_token"].as_str().unwrap();
+    let key = jsonwebtoken::DecodingKey::from_rsa_components(
+        private["n"].as_str().unwrap(),
+        private["e"].as_str().unwrap(),
+    )
+    .unwrap();
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    v.set_audience(&["demo-resource"]);
+    let claims = jsonwebtoken::decode::<serde_json::Value>(token, &key, &v)
+        .unwrap()
+        .claims;
+    assert_eq!(
+        (claims["sub"].as_str(), claims["scope"].as_str()),
+        (Some("alice"), Some("read write"))
+    );
+    let iat = claims["iat"].as_u64().unwrap();
+    assert_eq!(claims["exp"].as_u64(), Some(iat + 300));
+    assert_eq!(claims["nbf"].as_u64(), Some(iat - 120));
+
+    let r = with_token(addr, "/resource", token).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({ "client": "alice", "scope": "read write" })
+    );
+    // A token whose signature does not match is refused.
+    let mut forged = token.to_owned();
+    forged.truncate(forged.len() - 4);
+    forged.push_str("AAAA");
+    assert_eq!(with_token(addr, "/resource", &forged).await.status, 401);
+}

@@ -9,7 +9,7 @@
 //! else the gateway refuses is a problem of the catalogue.
 
 mod client;
-mod keys;
+pub(crate) mod keys;
 mod server;
 pub mod settings;
 mod tokens;
