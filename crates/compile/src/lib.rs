@@ -13,6 +13,7 @@ mod listener;
 mod openapi_api;
 mod settings;
 mod soap_proxy;
+mod ssl_proxy;
 mod target;
 mod target_body;
 mod telemetry;
@@ -294,6 +295,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                             .any(|a| a.value.ssl.as_ref().is_none_or(|s| s.show_ssl_exceptions)),
                         body_routing,
                         forward_proxy,
+                        passthrough: Arc::new([]),
                         stats: turnpike_telemetry::stats::listener(&addr.to_string()),
                         unrouted: turnpike_telemetry::stats::api("-"),
                     },
@@ -311,6 +313,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             )),
         }
     }
+    ssl_proxy::listeners(set, &mut listeners, &mut errors);
     let mut spec_files: Vec<std::path::PathBuf> = specs_by_addr
         .values()
         .flatten()

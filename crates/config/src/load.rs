@@ -125,6 +125,8 @@ pub struct ConfigSet {
     pub proxies: Vec<Located<crate::ProxyConfig>>,
     /// Every `soapProxy:` document, in the order read.
     pub soap_proxies: Vec<Located<SoapProxyConfig>>,
+    /// Every `sslProxy:` document (TLS passthrough), in the order read.
+    pub ssl_proxies: Vec<Located<crate::SslProxyConfig>>,
     /// Every `global:` list, in the order read.
     pub globals: Vec<Located<Vec<PolicyConfig>>>,
     /// Every consumer, in the order read.
@@ -377,6 +379,11 @@ impl Loader<'_> {
                 origin,
                 key: "proxy".into(),
             }),
+            Document::SslProxy(p) => self.set.ssl_proxies.push(Located {
+                value: *p,
+                origin,
+                key: "sslProxy".into(),
+            }),
             Document::Internal(i) => self.set.internals.push(Located {
                 value: *i,
                 origin,
@@ -508,9 +515,6 @@ fn friendlier(key: &str, message: String) -> String {
             let kind = rest.split('`').next().unwrap_or("");
             let membrane = match kind {
                 "configuration" => Some("use a `gateway:` document"),
-                "sslProxy" => {
-                    Some("TLS passthrough is not supported: terminate TLS in an `api` with `ssl`")
-                }
                 _ => None,
             };
             if let Some(instead) = membrane {
@@ -559,11 +563,11 @@ mod tests {
 
     #[test]
     fn membranes_documents_name_the_alternative() {
-        let err = load_str("t.yaml", "sslProxy:\n  port: 3128\n", &env).unwrap_err();
+        let err = load_str("t.yaml", "configuration:\n  port: 3128\n", &env).unwrap_err();
         assert!(
             err.0[0]
                 .message
-                .contains("Membrane's `sslProxy:` documents are not supported"),
+                .contains("Membrane's `configuration:` documents are not supported"),
             "{err}"
         );
         assert_eq!(err.0[0].location.line, 1, "{err}");

@@ -45,11 +45,21 @@ async fn connect(
     port: u16,
     timeout: Duration,
 ) -> Result<tokio::net::TcpStream, Problem> {
-    let unreachable = || Problem::new(&problems::UPSTREAM_UNREACHABLE);
-    let addrs = dns.lookup(host, port).await.map_err(|e| {
-        tracing::info!(host, "forward proxy: {e}");
-        unreachable()
-    })?;
+    connect_any(dns, host, port, timeout).await.map_err(|e| {
+        tracing::info!(host, port, "forward proxy: {e}");
+        Problem::new(&problems::UPSTREAM_UNREACHABLE)
+    })
+}
+
+/// A connection to `host:port`: each address the name resolves to tried in turn, each within
+/// `timeout`; the error says why the last one failed (for the log).
+pub(crate) async fn connect_any(
+    dns: &turnpike_dns::Dns,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<tokio::net::TcpStream, String> {
+    let addrs = dns.lookup(host, port).await.map_err(|e| e.to_string())?;
     let mut last = None;
     for a in addrs {
         match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(a)).await {
@@ -61,8 +71,7 @@ async fn connect(
             Err(_) => last = Some("connect timed out".into()),
         }
     }
-    tracing::info!(host, port, "forward proxy: {}", last.unwrap_or_default());
-    Err(unreachable())
+    Err(last.unwrap_or_else(|| "no address".into()))
 }
 
 /// Sends the request of `ex` on to the origin its URI names (absolute form), or, for CONNECT,

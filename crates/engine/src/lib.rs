@@ -19,6 +19,7 @@ pub mod gateway;
 pub mod headers;
 pub mod health;
 pub mod listener;
+pub mod passthrough;
 pub mod plain_io;
 pub mod proxy;
 pub mod shutdown;

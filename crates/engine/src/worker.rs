@@ -222,6 +222,22 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     worker.active.set(worker.active.get() + 1);
+    let passthrough = {
+        let snap = worker.snapshot.load();
+        snap.listeners
+            .get(&key)
+            .filter(|l| !l.passthrough.is_empty())
+            .map(|l| Arc::clone(&l.passthrough))
+    };
+    if let Some(proxies) = passthrough {
+        let (dns, hello, connect) = {
+            let s = worker.settings.borrow();
+            (s.dns.clone(), s.header_read_timeout, s.connect_timeout)
+        };
+        crate::passthrough::relay(stream, peer, proxies, &dns, hello, connect).await;
+        connection_done(&worker);
+        return;
+    }
     let (tls, h2c, stats, tls_warnings) = {
         let snap = worker.snapshot.load();
         let stats = snap
@@ -305,6 +321,11 @@ async fn serve_connection(
             count_open(p, false);
         }
     }
+    connection_done(&worker);
+}
+
+/// Counts a served connection out; the last one wakes a worker waiting to drain.
+fn connection_done(worker: &Worker) {
     let n = worker.active.get() - 1;
     worker.active.set(n);
     if n == 0 {

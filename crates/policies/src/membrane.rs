@@ -24,7 +24,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("wsdlRewriter", "a `soapProxy` publishes its WSDL with the gateway's address at `?wsdl`"),
     ("wsdlPublisher", "a `soapProxy` publishes its WSDL at `?wsdl`"),
     ("webServiceExplorer", "not supported: a `soapProxy` publishes its WSDL at `?wsdl` for SOAP tools"),
-    ("sslLog", "TLS passthrough is not supported"),
+    ("sslLog", "`sslLog` runs in a `sslProxy:` document's `interceptors`, not in a flow"),
 ];
 
 /// What to use instead of Membrane's policy `name`, when Turnpike does not have it.

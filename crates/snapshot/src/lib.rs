@@ -36,6 +36,9 @@ pub struct ListenerRoutes {
     pub body_routing: bool,
     /// The forward proxy that has this port to itself, which takes every request.
     pub forward_proxy: Option<Arc<Api>>,
+    /// TLS passthrough (`sslProxy:`): when not empty, the port relays TLS connections by their
+    /// server name instead of serving HTTP.
+    pub passthrough: Arc<[Passthrough]>,
     /// Its connection counters.
     pub stats: Arc<turnpike_telemetry::stats::ListenerStats>,
     /// The counters of requests no API of this address takes (`api="-"`).
@@ -50,6 +53,56 @@ impl std::fmt::Debug for ListenerRoutes {
             .field("h2c", &self.h2c)
             .finish()
     }
+}
+
+/// A TLS passthrough of a port (`sslProxy:`): connections whose server name (SNI) matches are
+/// relayed, still encrypted, to the target.
+#[derive(Debug)]
+pub struct Passthrough {
+    /// For logs: `SSL <hosts>:<port>`.
+    pub name: String,
+    /// Server-name patterns, lower case; `*` matches any run of characters.
+    pub hosts: Vec<String>,
+    /// Takes connections without a server name.
+    pub use_as_default: bool,
+    /// The backend's host name or address.
+    pub target_host: String,
+    /// The backend's port.
+    pub target_port: u16,
+    /// Log a line per relayed connection (`sslLog`).
+    pub log: bool,
+}
+
+impl Passthrough {
+    /// True when `server_name` (lower case) matches one of the patterns.
+    pub fn matches(&self, server_name: &str) -> bool {
+        self.hosts
+            .iter()
+            .any(|p| glob(p.as_bytes(), server_name.as_bytes()))
+    }
+}
+
+/// `*`-only glob matching (`*` any run of bytes, including none).
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    // Where the last `*` was, and the text position it stands for so far.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&b| b == b'*')
 }
 
 /// Builds [`AddrHasher`]s for the listener map.
@@ -142,6 +195,43 @@ mod tests {
             addrs.iter().enumerate().map(|(i, a)| (*a, i)).collect();
         for (i, a) in addrs.iter().enumerate() {
             assert_eq!(map.get(a), Some(&i));
+        }
+    }
+}
+
+#[cfg(test)]
+mod passthrough_tests {
+    use super::*;
+
+    #[test]
+    fn server_names_match_their_patterns() {
+        let p = Passthrough {
+            name: "t".into(),
+            hosts: vec!["api.example.com".into(), "*.test".into(), "a*b*c".into()],
+            use_as_default: false,
+            target_host: "x".into(),
+            target_port: 1,
+            log: false,
+        };
+        for yes in [
+            "api.example.com",
+            "x.test",
+            ".test",
+            "abc",
+            "a-b-c",
+            "aXbYbZc",
+        ] {
+            assert!(p.matches(yes), "{yes}");
+        }
+        for no in [
+            "example.com",
+            "api.example.comx",
+            "test",
+            "ab",
+            "acb",
+            "abcd",
+        ] {
+            assert!(!p.matches(no), "{no}");
         }
     }
 }

@@ -822,3 +822,98 @@ async fn membranes_client_auth_modes_with_a_truststore_beside_them() {
     let e = turnpike::start(vec![file]).err().unwrap().to_string();
     assert!(e.contains("`need`, `want`"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_passthrough_relays_connections_by_server_name() {
+    // Membrane's tutorial ssl-tls/30-TLS-Passthrough: the gateway relays TLS unchanged, so
+    // the client sees each backend's own certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let a = start_tls_backend(&pki.server.cert, &pki.server.key, false).await;
+    let b = start_tls_backend(&pki.alt_host.cert, &pki.alt_host.key, false).await;
+    let port = free_port();
+    let yaml = format!(
+        r#"gateway: {{ accessLog: false }}
+---
+sslProxy:
+  host: localhost
+  port: {port}
+  ip: 127.0.0.1
+  interceptors:
+    - sslLog: {{}}
+  target:
+    host: 127.0.0.1
+    port: {a}
+---
+sslProxy:
+  host: "*.localhost other.test"
+  port: {port}
+  ip: 127.0.0.1
+  useAsDefault: false
+  target:
+    host: localhost
+    port: {b}
+"#,
+        a = a.port(),
+        b = b.port()
+    );
+    let _gw = TestGateway::start(&yaml);
+    let ca = p(&pki.ca);
+    let fetch = |host: &str, path: &str| {
+        let resolve = format!("{host}:{port}:127.0.0.1");
+        let url = format!("https://{host}:{port}{path}");
+        let (ca, resolve) = (ca.clone(), resolve.clone());
+        tokio::task::spawn_blocking(move || curl(&["--cacert", &ca, "--resolve", &resolve, &url]))
+    };
+    let (code, _, _, err) = fetch("localhost", "/one").await.unwrap();
+    assert_eq!(code, 200, "{err}");
+    assert_eq!((a.count(), b.count()), (1, 0));
+    assert_eq!(a.last().uri, "/one");
+    // The backend's certificate for alt.localhost reaches the client untouched.
+    let (code, _, _, err) = fetch("alt.localhost", "/two").await.unwrap();
+    assert_eq!(code, 200, "{err}");
+    assert_eq!((a.count(), b.count()), (1, 1));
+    // No sslProxy takes this name: the handshake fails with an alert.
+    let (code, _, _, err) = fetch("nobody.example", "/").await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    // Without a server name (an IP address), the first default proxy takes it.
+    let url = format!("https://127.0.0.1:{port}/three");
+    let ca2 = ca.clone();
+    let (code, _, _, err) = tokio::task::spawn_blocking(move || curl(&["--cacert", &ca2, &url]))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{err}");
+    assert_eq!((a.count(), b.count()), (2, 1));
+    // Not TLS at all: the connection is closed without reaching a backend.
+    let r = try_send(
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        req("GET", "/")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap(),
+    )
+    .await;
+    assert!(r.is_err());
+    assert_eq!((a.count(), b.count()), (2, 1));
+
+    // A port with APIs cannot pass TLS through, and only `sslLog` runs on it.
+    for (extra, want) in [
+        (
+            format!("api:\n  port: {port}\n  ip: 127.0.0.1\n  flow: [ {{ return: {{}} }} ]\n"),
+            "cannot also serve APIs",
+        ),
+        (String::new(), "only `sslLog`"),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("gateway.yaml");
+        let proxy = if want == "only `sslLog`" {
+            "sslProxy:\n  host: a.test\n  port: 1\n  interceptors: [ { log: {} } ]\n  target: { host: 127.0.0.1 }\n".to_owned()
+        } else {
+            format!("sslProxy:\n  host: a.test\n  port: {port}\n  ip: 127.0.0.1\n  target: {{ host: 127.0.0.1 }}\n")
+        };
+        std::fs::write(&file, format!("{extra}---\n{proxy}")).unwrap();
+        match turnpike::start(vec![file]) {
+            Ok(_) => panic!("loaded: {extra}{proxy}"),
+            Err(e) => assert!(e.to_string().contains(want), "{e}"),
+        }
+    }
+}

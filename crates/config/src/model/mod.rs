@@ -4,7 +4,7 @@
 //! One file per concern: `admin.rs` (the admin API and its store), `api.rs` (APIs, paths,
 //! targets), `gateway.rs` (process settings), `consumer.rs` (consumers and their credentials),
 //! `tls.rs` (TLS settings), `openapi.rs` (`api.openapi`), `soap.rs` (the `soapProxy:`
-//! document), `upstream.rs` (pools of backend nodes), `telemetry.rs` (metrics, traces). A policy's settings are not here:
+//! document), `ssl_proxy.rs` (TLS passthrough), `upstream.rs` (pools of backend nodes), `telemetry.rs` (metrics, traces). A policy's settings are not here:
 //! each policy module holds its own settings type, and a flow holds each policy as its name and
 //! raw settings ([`PolicyConfig`]) until the compile stage checks them.
 
@@ -14,6 +14,7 @@ mod consumer;
 mod gateway;
 mod openapi;
 mod soap;
+mod ssl_proxy;
 mod telemetry;
 mod tls;
 mod upstream;
@@ -24,6 +25,7 @@ pub use consumer::*;
 pub use gateway::*;
 pub use openapi::*;
 pub use soap::*;
+pub use ssl_proxy::*;
 pub use telemetry::*;
 pub use tls::*;
 pub use upstream::*;
@@ -61,6 +63,9 @@ pub enum Document {
     /// A forward proxy on a port of its own (Membrane's `proxy:`): clients configured to use
     /// it send requests for any origin.
     Proxy(Box<ProxyConfig>),
+    /// TLS passthrough (Membrane's `sslProxy:`): connections relayed, still encrypted, to the
+    /// backend their server name (SNI) selects.
+    SslProxy(Box<SslProxyConfig>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the
