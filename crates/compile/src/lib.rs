@@ -110,6 +110,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let python = Executors::new(python_setup(set, &mut errors));
     let consumers = Arc::new(flow::compile_consumers(set, &python, &mut errors));
     settings.dns = resolver(set, &mut errors);
+    settings.outbound_proxy = outbound_proxy(set, &mut errors);
     let upstreams = compile_upstreams(set, &settings.dns, &mut errors);
     check_api_names(set, &mut errors);
     if let Err(e) = admin::admin_settings(set) {
@@ -489,6 +490,78 @@ fn check_api_names(set: &ConfigSet, errors: &mut ConfigErrors) {
             }
         }
     }
+}
+
+/// The HTTP proxy backend connections go through: `gateway.outboundProxy`, or Membrane's
+/// `configuration.httpClientConfig.proxy` (not both).
+fn outbound_proxy(
+    set: &ConfigSet,
+    errors: &mut ConfigErrors,
+) -> Option<turnpike_snapshot::OutboundProxy> {
+    let native = set
+        .gateway
+        .outbound_proxy
+        .as_ref()
+        .zip(set.gateway_origin.as_ref())
+        .map(|(p, o)| (p, o.error("gateway.outboundProxy", "")));
+    let membrane = set.configuration.as_ref().and_then(|c| {
+        let p = c.value.http_client_config.as_ref()?.proxy.as_ref()?;
+        Some((p, c.error("httpClientConfig.proxy", "")))
+    });
+    let (p, at) = match (native, membrane) {
+        (Some(_), Some((_, at))) => {
+            errors.push(turnpike_config::ConfigError::new(
+                at.location,
+                "the outbound proxy is set in `gateway.outboundProxy` already",
+            ));
+            return None;
+        }
+        (Some(n), None) => n,
+        (None, Some(m)) => m,
+        (None, None) => return None,
+    };
+    let mut ok = true;
+    if p.host.trim().is_empty() {
+        errors.push(turnpike_config::ConfigError::new(
+            at.location.clone(),
+            "the proxy's host is missing",
+        ));
+        ok = false;
+    }
+    if p.port == 0 {
+        errors.push(turnpike_config::ConfigError::new(
+            at.location.clone(),
+            "the proxy's port must not be 0",
+        ));
+        ok = false;
+    }
+    let authorization = match &p.authentication {
+        None => None,
+        Some(c) => {
+            use base64::Engine;
+            let token = base64::engine::general_purpose::STANDARD
+                .encode(format!("{}:{}", c.username, c.password));
+            match http::HeaderValue::from_str(&format!("Basic {token}")) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    Some(v)
+                }
+                Err(_) => {
+                    errors.push(turnpike_config::ConfigError::new(
+                        at.location.clone(),
+                        "the proxy's credentials do not make a header value",
+                    ));
+                    ok = false;
+                    None
+                }
+            }
+        }
+    };
+    ok.then(|| turnpike_snapshot::OutboundProxy {
+        host: p.host.trim().to_owned(),
+        port: p.port,
+        authorization,
+    })
 }
 
 /// How backend host names are looked up: `gateway.resolver`'s name servers, or the system's

@@ -37,6 +37,8 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         trust_incoming_request_id: request_id.trust_incoming.0,
         // Set from `resolver` by the compiler (its errors have locations).
         dns: turnpike_dns::Dns::System,
+        // Set from `outboundProxy` (or Membrane's `configuration:`) by the compiler.
+        outbound_proxy: None,
         connect_timeout: d(t.connect, 5),
         upstream_timeout: d(t.upstream, 60),
         header_read_timeout: d(t.header_read, 30),

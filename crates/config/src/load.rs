@@ -125,6 +125,8 @@ pub struct ConfigSet {
     pub proxies: Vec<Located<crate::ProxyConfig>>,
     /// Every `soapProxy:` document, in the order read.
     pub soap_proxies: Vec<Located<SoapProxyConfig>>,
+    /// Membrane's `configuration:` document, if there was one.
+    pub configuration: Option<Located<crate::MembraneConfiguration>>,
     /// Every `sslProxy:` document (TLS passthrough), in the order read.
     pub ssl_proxies: Vec<Located<crate::SslProxyConfig>>,
     /// Every `global:` list, in the order read.
@@ -423,6 +425,64 @@ impl Loader<'_> {
                     self.set.gateway_origin = Some(origin);
                 }
             }
+            Document::Configuration(c) => {
+                if let Some(first) = &self.set.configuration {
+                    self.errors.push(origin.error(
+                        "configuration",
+                        format!(
+                            "a second `configuration:` document (the first is at {})",
+                            first.origin.at("configuration")
+                        ),
+                    ));
+                } else {
+                    if c.production == Some(false) {
+                        self.errors.push(origin.error(
+                            "configuration.production",
+                            "Turnpike's error bodies never show internals (details go to the log with the request id): leave `production` out or `true`",
+                        ));
+                    }
+                    let mut refuse = |key: &str, instead: &str| {
+                        self.errors.push(origin.error(
+                            &format!("configuration.{key}"),
+                            format!("Membrane's `{key}` is not supported: {instead} (see docs/membrane.md)"),
+                        ))
+                    };
+                    if c.jmx_router_name.is_some() {
+                        refuse("jmxRouterName", "JMX is not available: metrics are at `/metrics` (Prometheus), state in the admin API");
+                    }
+                    if c.uri_factory.is_some() {
+                        refuse("uriFactory", "request URIs are parsed strictly (RFC 3986; illegal characters are a 400), with nothing to configure");
+                    }
+                    if let Some(h) = &c.http_client_config {
+                        if h.adjust_host_header.is_some() {
+                            refuse(
+                                "httpClientConfig.adjustHostHeader",
+                                "set it per API as `target.adjustHostHeader`",
+                            );
+                        }
+                        if h.use_experimental_http2.is_some() {
+                            refuse("httpClientConfig.useExperimentalHttp2", "HTTP/2 to a backend is set per API (`target.http2`, or `h2` negotiated over TLS)");
+                        }
+                        if h.connection.is_some() {
+                            refuse(
+                                "httpClientConfig.connection",
+                                "use `gateway.timeouts` (`connect`, `upstream`, `upstreamIdle`)",
+                            );
+                        }
+                        if h.max_retries.is_some() {
+                            refuse(
+                                "httpClientConfig.maxRetries",
+                                "retries are set per upstream (`upstream.retries`)",
+                            );
+                        }
+                    }
+                    self.set.configuration = Some(Located {
+                        value: *c,
+                        origin,
+                        key: "configuration".into(),
+                    });
+                }
+            }
             Document::Admin(a) => {
                 if let Some(first) = &self.set.admin {
                     self.errors.push(origin.error(
@@ -512,16 +572,6 @@ fn model_error(origin: &Origin, e: CompileError) -> ConfigError {
 fn friendlier(key: &str, message: String) -> String {
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         if key.is_empty() {
-            let kind = rest.split('`').next().unwrap_or("");
-            let membrane = match kind {
-                "configuration" => Some("use a `gateway:` document"),
-                _ => None,
-            };
-            if let Some(instead) = membrane {
-                return format!(
-                    "unknown document kind `{kind}`: Membrane's `{kind}:` documents are not supported: {instead} (see docs/membrane.md)"
-                );
-            }
             return format!("unknown document kind `{rest}");
         }
     }
@@ -563,14 +613,23 @@ mod tests {
 
     #[test]
     fn membranes_documents_name_the_alternative() {
-        let err = load_str("t.yaml", "configuration:\n  port: 3128\n", &env).unwrap_err();
+        let err = load_str("t.yaml", "configuration:\n  jmxRouterName: demo\n", &env).unwrap_err();
         assert!(
             err.0[0]
                 .message
-                .contains("Membrane's `configuration:` documents are not supported"),
+                .contains("`jmxRouterName` is not supported: JMX"),
             "{err}"
         );
-        assert_eq!(err.0[0].location.line, 1, "{err}");
+        let err = load_str("t.yaml", "configuration:\n  production: false\n", &env).unwrap_err();
+        assert!(err.0[0].message.contains("never show internals"), "{err}");
+        let set = load_str(
+            "t.yaml",
+            "configuration:\n  production: true\n  httpClientConfig:\n    proxy: { host: proxy.local, port: 3128 }\n",
+            &env,
+        )
+        .unwrap();
+        let c = set.configuration.unwrap().value;
+        assert_eq!(c.http_client_config.unwrap().proxy.unwrap().port, 3128);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use turnpike_core::Router;
 
 pub use api::Api;
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
-pub use settings::{Http2Limits, Settings};
+pub use settings::{Http2Limits, OutboundProxy, Settings};
 pub use target::{DnsOrigin, Node, NodeParts, Transport};
 pub use upstream::LivePool;
 pub use upstream::{Target, TargetPath, Upstream};

@@ -16,6 +16,17 @@ pub struct Http2Limits {
     pub max_header_list_size: u32,
 }
 
+/// An HTTP proxy that backend connections go through, each as a `CONNECT` tunnel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundProxy {
+    /// The proxy's host name or address.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// `Proxy-Authorization` for it (Basic).
+    pub authorization: Option<http::HeaderValue>,
+}
+
 /// Process-level settings, with defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -47,6 +58,8 @@ pub struct Settings {
     pub trust_incoming_request_id: bool,
     /// How backend host names are looked up.
     pub dns: turnpike_dns::Dns,
+    /// The HTTP proxy every backend connection is tunnelled through.
+    pub outbound_proxy: Option<OutboundProxy>,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Backend response-head timeout.

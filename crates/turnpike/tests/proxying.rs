@@ -384,3 +384,121 @@ async fn a_thousand_concurrent_keepalive_connections() {
     assert_eq!(failures, 0);
     assert_eq!(backend.count(), 5000);
 }
+
+/// A CONNECT proxy that records each request head and, when it carries `Proxy-Authorization:
+/// Basic dTpw` (u:p), answers 200 and relays the tunnel; otherwise 407.
+async fn connect_proxy() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read(&mut b).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let head = String::from_utf8(head).unwrap();
+                seen.lock().unwrap().push(head.clone());
+                if !head.contains("Proxy-Authorization: Basic dTpw\r\n") {
+                    let _ = s.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n").await;
+                    return;
+                }
+                let target = head.split_whitespace().nth(1).unwrap().to_owned();
+                let mut up = tokio::net::TcpStream::connect(target).await.unwrap();
+                s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut s, &mut up).await;
+            });
+        }
+    });
+    (port, heads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_connections_go_through_an_outbound_proxy() {
+    // Membrane's configuration/proxy.apis.yaml: `configuration.httpClientConfig.proxy`.
+    let backend = Backend::start().await;
+    let (proxy, heads) = connect_proxy().await;
+    let b = backend.port();
+    let gw = TestGateway::start(&format!(
+        r#"gateway:
+  threads: 1
+---
+configuration:
+  production: true
+  httpClientConfig:
+    proxy:
+      host: 127.0.0.1
+      port: {proxy}
+      authentication:
+        username: u
+        password: p
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  target:
+    url: http://127.0.0.1:{b}
+"#
+    ));
+    for path in ["/a", "/b"] {
+        let r = get(gw.addr(), path).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(backend.last().uri, path);
+    }
+    let seen = heads.lock().unwrap().clone();
+    // The second request reused the tunnel.
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].starts_with(&format!(
+            "CONNECT 127.0.0.1:{b} HTTP/1.1\r\nHost: 127.0.0.1:{b}\r\n"
+        )),
+        "{seen:?}"
+    );
+
+    // The gateway's own forward proxy (`proxy:`) as the outbound proxy, set natively; wrong
+    // credentials make the backend unreachable (502), without the proxy's words.
+    let forward = free_port();
+    let gw2 = TestGateway::start(&format!(
+        r#"gateway:
+  outboundProxy:
+    host: localhost
+    port: {forward}
+---
+proxy:
+  port: {forward}
+  ip: 127.0.0.1
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  target:
+    url: http://127.0.0.1:{b}
+"#
+    ));
+    let before = backend.count();
+    let addr = gw2.addr_of(0);
+    let r = get(addr, "/c").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        (backend.count(), backend.last().uri.as_str()),
+        (before + 1, "/c")
+    );
+    let gw3 = TestGateway::start(&format!(
+        "gateway:\n  outboundProxy: {{ host: 127.0.0.1, port: {proxy}, authentication: {{ username: u, password: wrong }} }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  target:\n    url: http://127.0.0.1:{b}\n"
+    ));
+    let r = get(gw3.addr(), "/d").await;
+    assert_eq!(r.status, 502);
+    assert!(!r.text().contains("407"), "{}", r.text());
+    assert_eq!(backend.count(), before + 1);
+}

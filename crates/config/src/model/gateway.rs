@@ -32,10 +32,78 @@ pub struct GatewaySettings {
     /// The Python executors that run `python` policies.
     #[serde(default)]
     pub python: Option<PythonSettings>,
+    /// An HTTP proxy that every backend connection goes through (a `CONNECT` tunnel each), as
+    /// where a network lets traffic out only through an egress proxy.
+    #[serde(default)]
+    pub outbound_proxy: Option<OutboundProxySettings>,
     /// Name servers that backend host names are looked up with (default: the system's
     /// resolver).
     #[serde(default)]
     pub resolver: Option<ResolverSettings>,
+}
+
+/// `gateway.outboundProxy`: the HTTP proxy backend connections go through.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OutboundProxySettings {
+    /// The proxy's host name or IP address.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Basic credentials for the proxy (`Proxy-Authorization`).
+    #[serde(default)]
+    pub authentication: Option<ProxyCredentials>,
+}
+
+/// `outboundProxy.authentication`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProxyCredentials {
+    /// The user name.
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
+
+/// Membrane's `configuration:` document: of its settings Turnpike takes `production: true`
+/// (problem bodies never show internals anyway) and `httpClientConfig.proxy`, the same as
+/// `gateway.outboundProxy`; the others have `gateway:` settings of their own.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MembraneConfiguration {
+    /// Must be `true` when given: Turnpike never shows internals in error bodies.
+    #[serde(default)]
+    pub production: Option<bool>,
+    /// The HTTP client: only its `proxy`.
+    #[serde(default)]
+    pub http_client_config: Option<MembraneHttpClientConfig>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub jmx_router_name: Option<serde_json::Value>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub uri_factory: Option<serde_json::Value>,
+}
+
+/// `configuration.httpClientConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MembraneHttpClientConfig {
+    /// The HTTP proxy backend connections go through (as `gateway.outboundProxy`).
+    #[serde(default)]
+    pub proxy: Option<OutboundProxySettings>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub adjust_host_header: Option<serde_json::Value>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub use_experimental_http2: Option<serde_json::Value>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub connection: Option<serde_json::Value>,
+    /// Not available (a load error naming the alternative).
+    #[serde(default)]
+    pub max_retries: Option<serde_json::Value>,
 }
 
 /// `gateway.resolver`: the name servers backend host names are looked up with, instead of the

@@ -66,6 +66,8 @@ pub enum Document {
     /// TLS passthrough (Membrane's `sslProxy:`): connections relayed, still encrypted, to the
     /// backend their server name (SNI) selects.
     SslProxy(Box<SslProxyConfig>),
+    /// Membrane's `configuration:` (`production`, `httpClientConfig.proxy`).
+    Configuration(Box<MembraneConfiguration>),
 }
 
 /// One policy of a flow: a map with exactly one key, the policy's name, whose value holds the

@@ -19,6 +19,7 @@ mod h1;
 mod h1_body;
 mod io;
 mod resolve;
+mod tunnel;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -172,6 +173,8 @@ pub struct UpstreamPool {
     connect_timeout: Duration,
     idle_timeout: Duration,
     opened: Cell<u64>,
+    /// The HTTP proxy every connection is tunnelled through, and how its name is looked up.
+    outbound: Option<(turnpike_snapshot::OutboundProxy, turnpike_dns::Dns)>,
     /// A clock advanced by [`UpstreamPool::sweep`]: idle expiry needs no precision, and reading
     /// the system clock twice per request is measurable.
     now: Cell<Instant>,
@@ -188,6 +191,10 @@ impl UpstreamPool {
             connect_timeout: settings.connect_timeout,
             idle_timeout: settings.upstream_idle_timeout,
             opened: Cell::new(0),
+            outbound: settings
+                .outbound_proxy
+                .clone()
+                .map(|p| (p, settings.dns.clone())),
             now: Cell::new(Instant::now()),
         }
     }
@@ -412,6 +419,20 @@ impl UpstreamPool {
             .trim_start_matches('[')
             .trim_end_matches(']');
         let port = authority.port_u16().unwrap_or(80);
+        if let Some((proxy, dns)) = &self.outbound {
+            let tunnel = tunnel::open(proxy, dns, host, port);
+            return match tokio::time::timeout(connect_timeout, tunnel).await {
+                Err(_) => Err(UpstreamError::ConnectTimeout {
+                    authority: authority.clone(),
+                    timeout: connect_timeout,
+                }),
+                Ok(Err(source)) => Err(UpstreamError::Connect {
+                    authority: authority.clone(),
+                    source,
+                }),
+                Ok(Ok(stream)) => self.over(transport, stream, connect_timeout).await,
+            };
+        }
         let open = async {
             let addrs = match transport.addr {
                 Some(addr) => vec![addr],
@@ -450,6 +471,18 @@ impl UpstreamPool {
             }
             Ok(Ok(s)) => s,
         };
+        self.over(transport, stream, connect_timeout).await
+    }
+
+    /// Speaks the transport's protocol on a connected stream: TLS when it has TLS, HTTP/2 when
+    /// asked for.
+    async fn over(
+        &self,
+        transport: &Transport,
+        stream: tokio::net::TcpStream,
+        connect_timeout: Duration,
+    ) -> Result<Idle, UpstreamError> {
+        let authority = &transport.authority;
         let _ = stream.set_nodelay(true);
         let conn = match &transport.tls {
             None if transport.http2 => self.handshake_h2(TokioIo::new(stream)).await?,
@@ -530,5 +563,8 @@ impl UpstreamPool {
 
 /// True when the pool settings of `a` and `b` differ (the pool must be rebuilt).
 pub fn client_settings_changed(a: &Settings, b: &Settings) -> bool {
-    a.connect_timeout != b.connect_timeout || a.upstream_idle_timeout != b.upstream_idle_timeout
+    a.connect_timeout != b.connect_timeout
+        || a.upstream_idle_timeout != b.upstream_idle_timeout
+        || a.outbound_proxy != b.outbound_proxy
+        || (a.outbound_proxy.is_some() && a.dns != b.dns)
 }
