@@ -275,11 +275,14 @@ impl AccessLog {
             }
         }
         for (name, expr, default) in &self.fields {
-            let value = expr.text_unless_null(ex).unwrap_or_else(|| {
-                default
+            // Membrane writes `String.valueOf(value)`: `null` as "null"; a failed evaluation
+            // as the default.
+            let value = match expr.text(ex) {
+                Some(v) => v.unwrap_or_else(|| "null".to_owned()),
+                None => default
                     .clone()
-                    .unwrap_or_else(|| self.default_value.clone())
-            });
+                    .unwrap_or_else(|| self.default_value.clone()),
+            };
             let _ = write!(line, " {name}=\"");
             escaped(&value, &mut line);
             line.push('"');
@@ -391,7 +394,7 @@ mod tests {
         let year = Civil::of(SystemTime::now()).year;
         assert_eq!(
             line,
-            format!("198.51.100.7 - - [{year}] \"POST /shop/orders?a=b HTTP/1.1\" - - referer=\"https://example.com/\" orderId=\"A-1042\" type=\"none\" missing=\"-\"")
+            format!("198.51.100.7 - - [{year}] \"POST /shop/orders?a=b HTTP/1.1\" - - referer=\"https://example.com/\" orderId=\"A-1042\" type=\"none\" missing=\"null\"")
         );
         ex.response = Some(
             http::Response::builder()

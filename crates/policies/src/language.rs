@@ -29,6 +29,16 @@ pub enum ExpressionLanguage {
 #[derive(Debug)]
 pub struct XPathPart(pub XPath);
 
+/// An XPath result as JSON, as Membrane turns them: the trimmed text as a number when it is
+/// one, else as a string.
+pub fn xpath_json(text: &str) -> serde_json::Value {
+    let t = text.trim();
+    match serde_json::from_str::<serde_json::Number>(t) {
+        Ok(n) => serde_json::Value::Number(n),
+        Err(_) => serde_json::Value::String(t.to_owned()),
+    }
+}
+
 impl Placeholder for XPathPart {
     fn render(&self, ex: &Exchange, msg: Message, out: &mut String) {
         let body = match msg {
@@ -38,6 +48,13 @@ impl Placeholder for XPathPart {
         if let Some(v) = body.and_then(|b| self.0.string(b)) {
             out.push_str(&v);
         }
+    }
+
+    /// A number when the text is one (Membrane's JSON of XPath results), else a string.
+    fn render_json(&self, ex: &Exchange, msg: Message, out: &mut String) {
+        let mut s = String::new();
+        self.render(ex, msg, &mut s);
+        out.push_str(&xpath_json(&s).to_string());
     }
 
     fn needs_body(&self) -> bool {
@@ -168,9 +185,24 @@ fn spel_placeholder(
     if let Some(p) = crate::loop_item::placeholder(name) {
         return Some(p);
     }
+    if name.starts_with("exc.") || name.starts_with("exchange.") {
+        return Some(Err(format!(
+            "`${{{name}}}`: Membrane's Java objects (`exc`, `exchange`) are not available: use `${{statusCode}}`, `${{header.NAME}}`, `${{property.NAME}}`, `${{path}}` or `${{method}}`"
+        )));
+    }
     crate::condition::ValueExpr::compile(name, Some("spel"), ctx, false)
         .ok()
         .map(|e| Ok(Arc::new(e) as Arc<dyn Placeholder>))
+}
+
+/// Refuses Groovy template code (`<% … %>`), which cannot run here.
+pub fn no_groovy(text: &str) -> Result<(), String> {
+    if text.contains("<%") {
+        return Err(
+            "Groovy template code (`<% … %>`) cannot run here: use `${…}` placeholders, `for`, or a `python` policy".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Compiles the template `src` with the placeholders of `language` (the built-in ones when

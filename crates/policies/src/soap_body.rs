@@ -6,8 +6,8 @@ use http::HeaderValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::Flag;
+use turnpike_core::PolicyFactory;
 use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy};
-use turnpike_core::{PolicyFactory, Template};
 
 use crate::err;
 use crate::static_body::Static;
@@ -53,7 +53,9 @@ impl PolicyFactory for SoapBody {
         };
         Ok(SoapBody(Static {
             name: "soapBody",
-            src: Template::parse(&c.src, ctx.scope).map_err(|m| err("src", m))?,
+            src: crate::language::no_groovy(&c.src)
+                .and_then(|()| crate::language::compile_template(&c.src, None, ctx))
+                .map_err(|m| err("src", m))?,
             content_type: HeaderValue::from_static(content_type),
             delay: None,
             pretty: c.pretty.0,

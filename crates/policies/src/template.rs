@@ -55,12 +55,7 @@ impl PolicyFactory for BodyTemplate {
             }
             _ => return Err(err("", "give exactly one of `src` and `location`")),
         };
-        if text.contains("<%") {
-            return Err(err(
-                key,
-                "Groovy template code (`<% … %>`) cannot run here: use `${…}` placeholders, or a `python` policy",
-            ));
-        }
+        crate::language::no_groovy(&text).map_err(|m| err(key, m))?;
         let src = crate::language::compile_template(&text, None, ctx).map_err(|m| err(key, m))?;
         // A template file's extension gives the type when `contentType` does not (as Membrane).
         let extension = c

@@ -147,7 +147,7 @@ fn what_turnpike_cannot_run_is_named_at_load_with_the_alternative() {
         ),
         (
             "template: { src: '${exc.request.header}' }",
-            "unknown template",
+            "Membrane's Java objects (`exc`, `exchange`) are not available",
         ),
     ] {
         let e = load_error(

@@ -113,6 +113,7 @@ impl JwksSetting {
                         JwksSource {
                             location: None,
                             url: Some(url.to_owned()),
+                            jwk: None,
                             refresh: None,
                             refetch_interval: None,
                         },
@@ -134,6 +135,9 @@ pub struct JwksSource {
     /// A JWKS URL, fetched at load and refreshed in the background.
     #[serde(default)]
     pub url: Option<String>,
+    /// Membrane's `jwk: { location }` item: a key (or key set) file, as `location`.
+    #[serde(default)]
+    pub jwk: Option<crate::oauth2::settings::JwkLocation>,
     /// How often a URL is fetched again (default 10m).
     #[serde(default)]
     pub refresh: Option<turnpike_config::units::Duration>,
@@ -346,6 +350,14 @@ impl PolicyFactory for JwtAuth {
         let mut key_files = Vec::new();
         for (at, src) in &sources {
             let at = at.as_str();
+            let mut src = src.clone();
+            if let Some(j) = src.jwk.take() {
+                if src.location.is_some() || src.url.is_some() {
+                    return Err(err(at, "give one of `location`, `url` and `jwk`"));
+                }
+                src.location = Some(j.location);
+            }
+            let src = &src;
             match (&src.location, &src.url) {
                 (Some(loc), None) => {
                     if src.refresh.is_some() || src.refetch_interval.is_some() {
@@ -618,5 +630,31 @@ mod key_file_tests {
         let set = super::parse_jwks(&format!(r#"{{"keys":[{RSA_JWK},{RSA_JWK}]}}"#)).unwrap();
         assert_eq!(set.len(), 2);
         assert!(super::parse_jwks(r#"{"nope":1}"#).is_err());
+    }
+
+    #[test]
+    fn membranes_jwk_items_name_a_key_file() {
+        use turnpike_core::PolicyFactory;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jwk.json"), RSA_JWK).unwrap();
+        let ctx = turnpike_core::CompileContext {
+            base_dir: dir.path(),
+            ..crate::testutil::plain()
+        };
+        let compile = |v: serde_json::Value| {
+            super::JwtAuth::compile(serde_json::from_value(v).unwrap(), &ctx)
+        };
+        let ok = compile(serde_json::json!({
+            "expectedAud": "order",
+            "jwks": { "jwks": [ { "jwk": { "location": "jwk.json" } } ] }
+        }));
+        assert!(ok.is_ok(), "{:?}", ok.err().map(|e| e.message));
+        let both = compile(serde_json::json!({
+            "jwks": { "jwks": [ { "jwk": { "location": "jwk.json" }, "location": "jwk.json" } ] }
+        }));
+        match both {
+            Err(e) => assert!(e.message.contains("one of"), "{e:?}"),
+            Ok(_) => panic!("`jwk` and `location` together compiled"),
+        }
     }
 }

@@ -132,8 +132,9 @@ impl Condition {
                 ),
             }),
             None => Self::compile_named(source, path_params, api_name, env.clone(), false).or_else(|cel| {
-                Self::compile_named(&spel::translate(source), path_params, api_name, env, true)
-                    .map_err(|_| cel)
+                let spel_text = spel::translate(source);
+                Self::compile_named(&spel_text, path_params, api_name, env, true)
+                    .map_err(|e| pick_error(source, cel, e))
             }),
         }
     }
@@ -221,6 +222,17 @@ impl Condition {
     }
 }
 
+/// The error to report for `source`, which is neither CEL nor SpEL: SpEL's when the text is
+/// written in SpEL's words (`and`, `gt`, `matches '…'`, `?.`: ), else
+/// CEL's.
+fn pick_error(source: &str, cel: ExprError, spel: ExprError) -> ExprError {
+    if spel::uses_spel_syntax(source) {
+        spel.in_spel()
+    } else {
+        cel
+    }
+}
+
 /// An expression whose value is used as text (Membrane's `additionalPatternList` of
 /// `accessLog`): CEL, or SpEL (`language: spel`, also tried when the text is not CEL).
 #[derive(Debug)]
@@ -288,16 +300,18 @@ impl ValueExpr {
                 column: 1,
                 message: format!("expressions are CEL or Membrane's SpEL (`language: spel`); `{other}` is not supported"),
             }),
-            None => build(source, false)
-                .or_else(|cel| build(&spel::translate(source), true).map_err(|_| cel)),
+            None => build(source, false).or_else(|cel| {
+                let spel_text = spel::translate(source);
+                build(&spel_text, true).map_err(|e| pick_error(source, cel, e))
+            }),
         }
     }
 
-    /// The value on `ex` as text; `None` when it is `null` (a missing header in SpEL) or the
-    /// evaluation fails.
-    pub fn text_unless_null(&self, ex: &Exchange) -> Option<String> {
+    /// The value on `ex` as text, `Some(None)` when it is `null` (a missing header in SpEL);
+    /// `None` when the evaluation fails (no response yet, a type mismatch).
+    pub fn text(&self, ex: &Exchange) -> Option<Option<String>> {
         match eval::text_unless_null(&self.node, ex, &self.scope) {
-            Ok(t) => t,
+            Ok(t) => Some(t),
             Err(e) => {
                 tracing::debug!(expression = %self.source, reason = e.0, "expression has no value");
                 None
@@ -313,7 +327,7 @@ impl ValueExpr {
 
 impl turnpike_core::template::Placeholder for ValueExpr {
     fn render(&self, ex: &Exchange, _: turnpike_core::jsonpath::Message, out: &mut String) {
-        if let Some(t) = self.text_unless_null(ex) {
+        if let Some(t) = self.text(ex).flatten() {
             out.push_str(&t);
         }
     }

@@ -5,9 +5,8 @@
 //! `statusCode`, `params`, `pathParam`) are resolved by the checker in SpEL mode, where
 //! `m['k'] != null` tests whether the key is there.
 
-/// The CEL text for the SpEL test `src`.
-pub fn translate(src: &str) -> String {
-    // Split into string literals (kept) and the code between them (translated).
+/// `src` split into code (false) and the text of string literals (true), in order.
+fn split_literals(src: &str) -> Vec<(bool, String)> {
     let mut parts: Vec<(bool, String)> = Vec::new();
     let mut rest = src;
     while let Some(start) = rest.find(['\'', '"']) {
@@ -19,6 +18,42 @@ pub fn translate(src: &str) -> String {
         rest = body.get(end + 1..).unwrap_or("");
     }
     parts.push((false, rest.to_owned()));
+    parts
+}
+
+/// True when the code of `src` (outside string literals) uses SpEL's own syntax: the word
+/// operators, `matches`, or safe navigation (`?.`).
+pub fn uses_spel_syntax(src: &str) -> bool {
+    split_literals(src)
+        .iter()
+        .filter(|(lit, _)| !lit)
+        .any(|(_, code)| {
+            code.contains("?.")
+                || code.contains("?[")
+                || code
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| {
+                        matches!(
+                            w,
+                            "and"
+                                | "or"
+                                | "not"
+                                | "gt"
+                                | "lt"
+                                | "ge"
+                                | "le"
+                                | "eq"
+                                | "ne"
+                                | "matches"
+                        )
+                    })
+        })
+}
+
+/// The CEL text for the SpEL test `src`.
+pub fn translate(src: &str) -> String {
+    // Split into string literals (kept) and the code between them (translated).
+    let parts = split_literals(src);
     let mut out = String::new();
     let mut i = 0;
     while i < parts.len() {
@@ -136,5 +171,8 @@ mod tests {
             translate("statusCode gt 399 and statusCode le 499"),
             "statusCode > 399 && statusCode <= 499"
         );
+        assert!(super::uses_spel_syntax("a gt 1"));
+        assert!(super::uses_spel_syntax("params?.a == 'x'"));
+        assert!(!super::uses_spel_syntax("request.method == 'gt and or'"));
     }
 }

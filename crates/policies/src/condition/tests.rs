@@ -406,4 +406,8 @@ fn membranes_cookie_json_substring_and_comparison_words() {
     let e = Condition::compile_with_language("path.substring('a') == ''", Some("spel"), &[], env())
         .unwrap_err();
     assert!(e.message.contains("int"), "{e:?}");
+    // Written in SpEL's words, neither CEL nor SpEL: the SpEL error says what is wrong.
+    let e = Condition::compile_with_language("request.getBody.getLength gt 64", None, &[], env())
+        .unwrap_err();
+    assert!(e.message.contains("getBody"), "{e:?}");
 }
