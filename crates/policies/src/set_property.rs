@@ -40,7 +40,7 @@ enum Value {
     Text(Template),
     /// One XPath placeholder: its text, a number when it is one (as Membrane turns XPath
     /// results into JSON).
-    XPathValue(Template),
+    XPathResult(Template),
 }
 
 /// The compiled `setProperty` policy.
@@ -73,11 +73,11 @@ impl PolicyFactory for SetProperty {
             (Some(ExpressionLanguage::JsonPath), Some(expr)) => Value::Json(Box::new(
                 JsonPathExpr::parse(expr).map_err(|m| err("value", m))?,
             )),
-            (Some(ExpressionLanguage::XPath), Some(_)) => Value::XPathValue(
+            (Some(ExpressionLanguage::XPath), Some(_)) => Value::XPathResult(
                 compile_template(&src, c.language, ctx).map_err(|m| err("value", m))?,
             ),
             (None | Some(ExpressionLanguage::Spel), Some(e)) if e.trim().starts_with("xpath(") => {
-                Value::XPathValue(
+                Value::XPathResult(
                     compile_template(&src, c.language, ctx).map_err(|m| err("value", m))?,
                 )
             }
@@ -120,7 +120,7 @@ impl SetProperty {
                 t.prepare(ex, msg);
                 serde_json::Value::String(t.render_for(ex, msg).into_owned())
             }
-            Value::XPathValue(t) => crate::language::xpath_json(&t.render_for(ex, msg)),
+            Value::XPathResult(t) => crate::language::xpath_json(&t.render_for(ex, msg)),
         };
         set_property(ex, &self.name, v);
         Outcome::Continue
@@ -129,7 +129,7 @@ impl SetProperty {
     fn needs_body(&self) -> bool {
         match &self.value {
             Value::Json(_) => true,
-            Value::Text(t) | Value::XPathValue(t) => t.needs_body(),
+            Value::Text(t) | Value::XPathResult(t) => t.needs_body(),
         }
     }
 }
