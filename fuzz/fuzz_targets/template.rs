@@ -1,4 +1,5 @@
-//! Templates (`${path.id}`, `${header.X}`, `${$.jsonpath}`): any text parses or is refused.
+//! Templates (`${path.id}`, `${header.X}`, `${$.jsonpath}`): any text parses or is refused, and
+//! a parsed one can be marked for JSON output (string literals found in its text).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use turnpike_core::{Template, TemplateScope};
@@ -8,5 +9,7 @@ fuzz_target!(|src: &str| {
         path_params: vec!["id".into(), "name".into()],
         ..Default::default()
     };
-    let _ = Template::parse(src, &scope);
+    if let Ok(t) = Template::parse(src, &scope) {
+        let _ = t.json();
+    }
 });

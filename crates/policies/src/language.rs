@@ -31,7 +31,7 @@ pub struct XPathPart(pub XPath);
 
 /// An XPath result as JSON, as Membrane turns them: the trimmed text as a number when it is
 /// one, else as a string.
-pub fn xpath_json(text: &str) -> serde_json::Value {
+fn xpath_json(text: &str) -> serde_json::Value {
     let t = text.trim();
     match serde_json::from_str::<serde_json::Number>(t) {
         Ok(n) => serde_json::Value::Number(n),

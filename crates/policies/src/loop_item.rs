@@ -83,11 +83,15 @@ impl Placeholder for ValuePlaceholder {
         }
     }
 
+    /// The value as JSON; `toJSON(…)` is a string (the JSON text), as Membrane's is.
     fn render_json(&self, ex: &Exchange, _: Message, out: &mut String) {
         let v = property(ex, &self.name);
-        match v.as_deref().and_then(|v| walk(v, &self.path)) {
-            Some(v) => out.push_str(&v.to_string()),
-            None => out.push_str("null"),
+        let v = v.as_deref().and_then(|v| walk(v, &self.path));
+        match (v, self.json) {
+            (Some(v), true) => turnpike_core::template::push_json_string(&v.to_string(), out),
+            (None, true) => out.push_str("\"null\""),
+            (Some(v), false) => out.push_str(&v.to_string()),
+            (None, false) => out.push_str("null"),
         }
     }
 

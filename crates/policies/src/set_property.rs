@@ -38,9 +38,10 @@ enum Value {
     Json(Box<JsonPathExpr>),
     /// Text.
     Text(Template),
-    /// One XPath placeholder: its text, a number when it is one (as Membrane turns XPath
-    /// results into JSON).
-    XPathResult(Template),
+    /// One placeholder of another kind: its value, typed (a SpEL number stays a number, an
+    /// XPath result that is a number becomes one, a missing value is `null`), as Membrane keeps
+    /// the object an expression evaluates to.
+    Typed(Template),
 }
 
 /// The compiled `setProperty` policy.
@@ -73,13 +74,13 @@ impl PolicyFactory for SetProperty {
             (Some(ExpressionLanguage::JsonPath), Some(expr)) => Value::Json(Box::new(
                 JsonPathExpr::parse(expr).map_err(|m| err("value", m))?,
             )),
-            (Some(ExpressionLanguage::XPath), Some(_)) => Value::XPathResult(
-                compile_template(&src, c.language, ctx).map_err(|m| err("value", m))?,
-            ),
-            (None | Some(ExpressionLanguage::Spel), Some(e)) if e.trim().starts_with("xpath(") => {
-                Value::XPathResult(
-                    compile_template(&src, c.language, ctx).map_err(|m| err("value", m))?,
-                )
+            (language, Some(_)) => {
+                let t = compile_template(src.trim(), language, ctx).map_err(|m| err("value", m))?;
+                // `${env.X}` is text once loaded.
+                match t.as_literal() {
+                    Some(_) => Value::Text(t),
+                    None => Value::Typed(t.json()),
+                }
             }
             (language, _) => {
                 Value::Text(compile_template(&src, language, ctx).map_err(|m| err("value", m))?)
@@ -120,7 +121,11 @@ impl SetProperty {
                 t.prepare(ex, msg);
                 serde_json::Value::String(t.render_for(ex, msg).into_owned())
             }
-            Value::XPathResult(t) => crate::language::xpath_json(&t.render_for(ex, msg)),
+            Value::Typed(t) => {
+                t.prepare(ex, msg);
+                let json = t.render_for(ex, msg);
+                serde_json::from_str(&json).unwrap_or(serde_json::Value::String(json.into_owned()))
+            }
         };
         set_property(ex, &self.name, v);
         Outcome::Continue
@@ -129,7 +134,7 @@ impl SetProperty {
     fn needs_body(&self) -> bool {
         match &self.value {
             Value::Json(_) => true,
-            Value::Text(t) | Value::XPathResult(t) => t.needs_body(),
+            Value::Text(t) | Value::Typed(t) => t.needs_body(),
         }
     }
 }

@@ -109,6 +109,11 @@ fn every_policy_page_documents_exactly_its_settings() {
             .iter()
             .find_map(|a| a["properties"].get(kind.name))
             .unwrap_or_else(|| panic!("{} is not in the schema", kind.name));
+        // A policy whose settings are a list (`setCookies`) documents the keys of its items.
+        let settings = resolve(&root, settings)
+            .get("items")
+            .filter(|_| resolve(&root, settings).get("type") == Some(&Value::from("array")))
+            .unwrap_or(settings);
         // The settings' keys; a policy written in several shapes (a map, or a list) declares
         // the keys of every shape.
         let declared: BTreeSet<String> = alternatives(&root, settings)
