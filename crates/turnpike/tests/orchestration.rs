@@ -426,7 +426,8 @@ async fn a_for_loop_calls_the_service_per_item_and_collects_results() {
             src: |
               {{
                   "products": "${{property.result}}",
-                  "last": ${{toJSON(it)}}
+                  "last": ${{it}},
+                  "lastText": ${{toJSON(it)}}
               }}
     - return:
         status: 200
@@ -438,7 +439,9 @@ async fn a_for_loop_calls_the_service_per_item_and_collects_results() {
         r.json(),
         serde_json::json!({
             "products": "Apple=1.5;Pear=2;Bike=5;",
-            "last": {"id": 14, "name": "Bike", "self_link": "/shop/v2/products/14"}
+            "last": {"id": 14, "name": "Bike", "self_link": "/shop/v2/products/14"},
+            // `toJSON` returns a string in Membrane; a JSON template quotes strings.
+            "lastText": r#"{"id":14,"name":"Bike","self_link":"/shop/v2/products/14"}"#
         })
     );
     let uris: Vec<String> = shop.seen().into_iter().map(|s| s.uri).collect();
