@@ -78,6 +78,8 @@ pub mod types {
         JSON_PROTECTION = ("json-protection", BAD_REQUEST, "The JSON body was rejected", "json protection");
         /// `xmlProtection` refused the body (413 when it is larger than `maxSize`).
         XML_PROTECTION = ("xml-protection", BAD_REQUEST, "The request is not acceptable XML", "xml protection");
+        /// `sqlInjectionProtection` found SQL injection in a parameter, field, header or cookie.
+        SQL_INJECTION = ("sql-injection", BAD_REQUEST, "The request looks like SQL injection", "sql injection");
         /// A JSON body was expected and could not be parsed (`wsdl2openapi`), or could not be
         /// converted (`json2Xml`; 502 on responses).
         BAD_JSON = ("bad-json", BAD_REQUEST, "The body is not JSON", "bad json");

@@ -128,7 +128,7 @@ impl PolicyFactory for FormValidation {
 }
 
 /// The decoded `name=value` pairs of a query string or form body (`+` is a space).
-fn pairs(text: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+pub(crate) fn pairs(text: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
     fn decode(b: &[u8]) -> Cow<'_, str> {
         if b.contains(&b'+') {
             let spaced: Vec<u8> = b
@@ -152,7 +152,7 @@ fn pairs(text: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
         })
 }
 
-fn is_form(headers: &http::HeaderMap) -> bool {
+pub(crate) fn is_form(headers: &http::HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

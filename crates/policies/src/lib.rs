@@ -57,6 +57,7 @@ mod settings_errors;
 pub mod shadowing;
 pub mod size_limit;
 pub mod soap_body;
+pub mod sql_injection_protection;
 mod static_body;
 pub mod statistics_csv;
 pub mod template;

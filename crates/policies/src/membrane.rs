@@ -12,7 +12,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("webSocket", "WebSocket upgrades are proxied without a policy"),
     ("ntlm", "NTLM is Windows-only and connection-bound: authenticate with `basicAuthentication`, `jwtAuth` or mutual TLS"),
     ("statisticsJDBC", "it needs a database: use `statisticsCSV`, `accessLog` or the metrics at `/metrics`"),
-    ("sqlInjectionProtection", "its rule set is not available: validate inputs with `openapi` (`validateRequests`), `jsonProtection` and `formValidation`"),
     ("login", "the login dialog with one-time passwords is not supported: use an identity provider and `jwtAuth`"),
     ("webServer", "serve files with `static` or `template` (`location`), or from a web server as the target"),
     ("echo", "answer with `return: {}`, which sends the request's body back"),

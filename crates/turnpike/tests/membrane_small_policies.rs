@@ -1,6 +1,6 @@
 //! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
-//! `replace`, `paddingHeader`, `greaser`, `formValidation`, `limit`, `setCookies` with cookies in
-//! conditions, `json` in SpEL tests, and JSON templates.
+//! `replace`, `paddingHeader`, `greaser`, `formValidation`, `sqlInjectionProtection`, `limit`,
+//! `setCookies` with cookies in conditions, `json` in SpEL tests, and JSON templates.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -316,6 +316,203 @@ async fn form_validation_checks_query_and_form_fields_as_membranes_example_does(
     assert_eq!(
         r.json()["detail"],
         "Parameter name=a\\nb didn't match [a-zA-Z]+"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_injection_protection_runs_membranes_tutorial() {
+    // `tutorials/security/60-SQL-Injection-Protection.yaml`, unchanged but for the port.
+    let gw = TestGateway::start(
+        r#"api:
+  port: 0
+  flow:
+    - limit:
+        maxBodyLength: 100000
+    - sqlInjectionProtection:
+        level: 1
+        onDetect: block
+        inspectHeaders: false
+    - return:
+        status: 200
+"#,
+    );
+    assert_eq!(
+        get(gw.addr(), "/products?name=O%27Reilly").await.status,
+        200
+    );
+    let r = get(gw.addr(), "/products?id=1%27%20OR%20%271%27%3D%271").await;
+    assert_eq!(r.status.as_u16(), 400);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let p = r.json();
+    assert_eq!(p["type"], "urn:turnpike:problem:sql-injection");
+    assert_eq!(p["detail"], "SQL injection in the query parameter `id`");
+    assert_eq!(
+        (p["in"].as_str(), p["name"].as_str()),
+        (Some("query"), Some("id"))
+    );
+    assert!(
+        !r.text().contains("OR"),
+        "the value is not repeated: {}",
+        r.text()
+    );
+    let r = post(
+        gw.addr(),
+        "/",
+        "application/json",
+        r#"{"user":{"name":"admin'--"}}"#,
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["name"].as_str()),
+        (400, Some("$.user.name"))
+    );
+    // Headers are not read with `inspectHeaders: false`.
+    let r = get_with(gw.addr(), "/", &[("user-agent", "1' OR '1'='1")]).await;
+    assert_eq!(r.status.as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_injection_protection_in_front_of_a_backend() {
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - sqlInjectionProtection:
+        inspectHeaders: true
+  target:
+    url: http://127.0.0.1:{}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /audit
+  flow:
+    - sqlInjectionProtection:
+        onDetect: log
+  target:
+    url: http://127.0.0.1:{}
+"#,
+        backend.port(),
+        backend.port()
+    ));
+    let addr = gw.addr();
+    // Ordinary requests of every kind pass untouched.
+    let form = "application/x-www-form-urlencoded";
+    let r = post(
+        addr,
+        "/orders?note=It%27s+5+o%27clock",
+        form,
+        "name=Ann&city=K%C3%B6ln",
+    )
+    .await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(backend.last().body, "name=Ann&city=K%C3%B6ln");
+    let xml = "<order id=\"7\"><item>Apple &amp; Pear</item></order>";
+    assert_eq!(post(addr, "/", "application/xml", xml).await.status, 200);
+    let seen = backend.count();
+    // Attacks in a form field, an XML attribute, a path segment, a cookie and a header.
+    let r = post(addr, "/", form, "name=x%27+or+%27a%27%3D%27a").await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["in"].as_str()),
+        (400, Some("form"))
+    );
+    let r = post(
+        addr,
+        "/",
+        "text/xml",
+        "<order><item id=\"1 UNION SELECT 1,2--\"/></order>",
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["name"].as_str()),
+        (400, Some("/order/item/@id"))
+    );
+    let r = get(addr, "/products/1%3B%20DROP%20TABLE%20users%3B%20--").await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["in"].as_str()),
+        (400, Some("path"))
+    );
+    let r = get_with(addr, "/", &[("cookie", "theme=dark; SESSION=admin'--")]).await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["name"].as_str()),
+        (400, Some("SESSION"))
+    );
+    let r = get_with(
+        addr,
+        "/",
+        &[("referer", "1 UNION SELECT password FROM users--")],
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["name"].as_str()),
+        (400, Some("referer"))
+    );
+    assert_eq!(backend.count(), seen, "refused requests are not forwarded");
+    // A multipart form from curl: each field is read by its own type; a file is not read.
+    let port = gw.addr().port().to_string();
+    let (code, _, body, err) = tokio::task::spawn_blocking(move || {
+        common::pki::curl(&[
+            "-F",
+            "title=Report",
+            "-F",
+            "query=1' OR '1'='1",
+            &format!("http://127.0.0.1:{port}/upload"),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 400, "{body} {err}");
+    let p: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (p["in"].as_str(), p["name"].as_str()),
+        (Some("multipart"), Some("query"))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.bin");
+    std::fs::write(&file, "admin'--").unwrap();
+    let port = gw.addr().port().to_string();
+    let (code, _, body, err) = tokio::task::spawn_blocking(move || {
+        common::pki::curl(&[
+            "-F",
+            "title=Report",
+            "-F",
+            &format!("file=@{};type=application/octet-stream", file.display()),
+            &format!("http://127.0.0.1:{port}/upload"),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{body} {err}");
+    assert!(String::from_utf8_lossy(&backend.last().body).contains("admin'--"));
+    // `onDetect: log` forwards what it finds.
+    let seen = backend.count();
+    let r = get(addr, "/audit?id=1%27%20OR%20%271%27%3D%271").await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(backend.count(), seen + 1);
+    assert_eq!(backend.last().uri, "/audit?id=1%27%20OR%20%271%27%3D%271");
+}
+
+#[test]
+fn sql_injection_protection_levels_above_one_are_load_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("apis.yaml");
+    std::fs::write(
+        &f,
+        "api:\n  port: 2000\n  flow:\n    - sqlInjectionProtection:\n        level: 3\n    - return:\n        status: 200\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("apis.yaml:5:16") && err.contains("paranoia level 3 is not supported"),
+        "{err}"
     );
 }
 
