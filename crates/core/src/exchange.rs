@@ -104,6 +104,12 @@ pub struct NodeAffinity {
     pub answered: Option<std::sync::Arc<str>>,
 }
 
+/// Set in [`Exchange::extensions`] by the engine before the response phase when the response is
+/// a problem the gateway generated (a policy rejected the request, the backend could not be
+/// reached or answered too late): Membrane's aborted exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted;
+
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.
 #[derive(Debug)]

@@ -793,6 +793,9 @@ async fn response_phase(
     } else {
         response
     };
+    if served.error.is_some() {
+        ex.extensions.insert(turnpike_core::exchange::Aborted);
+    }
     ex.response = Some(response);
     let mut end = end;
     loop {

@@ -1,5 +1,6 @@
 //! Compiles a configured flow into chain steps: each policy through its registry entry, the
-//! `request:` and `response:` sub-flows that restrict the phases of what they hold, the
+//! `request:` and `response:` sub-flows that restrict the phases of what they hold, Membrane's
+//! `abort:` flow (response policies for the gateway's own problems), the
 //! `if:`/`choose:` conditions that hold flows of their own, and the rules of where a policy may
 //! stand.
 
@@ -75,6 +76,10 @@ pub fn compile_flow<T>(
     for (i, p) in flow.iter().enumerate() {
         let at = format!("{key}[{i}].{}", p.name);
         let at = at.trim_start_matches('.');
+        if p.name == "abort" {
+            compile_abort(p, owner, at, dir, ctx, steps, errors);
+            continue;
+        }
         if let Some(sub_dir) = sub_flow(&p.name) {
             if dir != Direction::Both {
                 errors.push(owner.error_at_key(
@@ -197,6 +202,50 @@ pub fn compile_flow<T>(
                 });
             }
             Err(es) => push_errors(owner, at, es, errors),
+        }
+    }
+}
+
+/// Membrane's `abort:` flow: its policies, in the response direction, in one step that runs
+/// them only on the gateway's own problems ([`crate::abort_flow`]).
+fn compile_abort<T>(
+    p: &PolicyConfig,
+    owner: &Located<T>,
+    at: &str,
+    dir: Direction,
+    ctx: &CompileContext<'_>,
+    steps: &mut Vec<Step>,
+    errors: &mut ConfigErrors,
+) {
+    if dir != Direction::Both {
+        errors.push(owner.error_at_key(
+            at,
+            format!("`abort:` cannot stand inside a `{}:` flow", dir.name()),
+        ));
+        return;
+    }
+    match parse_all::<Vec<PolicyConfig>>(p.settings.clone()) {
+        Ok(sub) => {
+            let mut inner = Vec::new();
+            compile_flow(
+                &sub,
+                owner,
+                at,
+                Direction::Response,
+                ctx,
+                &mut inner,
+                errors,
+            );
+            steps.push(Step {
+                policy: Box::new(crate::abort_flow::AbortFlow::new(Chain::new(inner))),
+                request: false,
+                response: true,
+            });
+        }
+        Err(es) => {
+            for e in es {
+                errors.push(owner.error(&join(at, &e.key), e.message));
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 //! `turnpike-soap`); [`flow`] compiles a configured flow into chain steps with it, rejecting
 //! every setting a policy does not implement.
 
+mod abort_flow;
 pub mod access_control;
 pub mod access_log;
 pub mod admin_console;

@@ -75,7 +75,7 @@ pub fn names() -> String {
         .iter()
         .map(|k| format!("`{}`", k.name))
         .chain(
-            ["request", "response", "if", "choose", "for"]
+            ["request", "response", "abort", "if", "choose", "for"]
                 .iter()
                 .map(|n| format!("`{n}`")),
         )
@@ -102,6 +102,10 @@ pub fn json_schema() -> serde_json::Value {
     for (name, what) in [
         ("request", "Policies run only on the request."),
         ("response", "Policies run only on the response."),
+        (
+            "abort",
+            "Policies run only on the response to a request the gateway answered with a problem of its own (Membrane's abort flow).",
+        ),
     ] {
         alternatives.push(serde_json::json!({
             "type": "object",

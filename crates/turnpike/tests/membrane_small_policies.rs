@@ -1,6 +1,7 @@
 //! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
 //! `replace`, `paddingHeader`, `greaser`, `formValidation`, `sqlInjectionProtection`, `limit`,
-//! `setCookies` with cookies in conditions, `json` in SpEL tests, and JSON templates.
+//! `setCookies` with cookies in conditions, `json` in SpEL tests, JSON templates, and `abort:`
+//! flows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -514,6 +515,98 @@ fn sql_injection_protection_levels_above_one_are_load_errors() {
         err.contains("apis.yaml:5:16") && err.contains("paranoia level 3 is not supported"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_flow_shapes_the_gateways_own_errors_only() {
+    let backend = Backend::start().await;
+    let dead = free_port();
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  path: /shop
+  flow:
+    - abort:
+        - setHeader:
+            name: X-Aborted
+            value: "yes"
+        - template:
+            contentType: application/xml
+            src: <error><status>${{statusCode}}</status></error>
+    - apiKey:
+        stores:
+          - simple:
+              - secret: {{ value: abc123 }}
+    - request:
+        - if:
+            test: header['X-Case'] == 'return'
+            flow:
+              - return:
+                  status: 418
+  target:
+    url: http://127.0.0.1:{}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: /down
+  flow:
+    - abort:
+        - template:
+            contentType: text/plain
+            src: "backend down: ${{statusCode}}"
+  target:
+    url: http://127.0.0.1:{dead}
+"#,
+        backend.port()
+    ));
+    let addr = gw.addr();
+    // A policy refuses: the abort flow rewrites the problem, keeping its status.
+    let r = get(addr, "/shop/items").await;
+    assert_eq!(r.status.as_u16(), 401);
+    assert_eq!(r.header("content-type"), Some("application/xml"));
+    assert_eq!(r.header("x-aborted"), Some("yes"));
+    assert_eq!(r.text(), "<error><status>401</status></error>");
+    // The backend's answer, and a policy's own `return`, are not aborted exchanges.
+    let r = get_with(addr, "/shop/items", &[("x-api-key", "abc123")]).await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(r.header("x-aborted"), None);
+    let r = get_with(
+        addr,
+        "/shop/items",
+        &[("x-api-key", "abc123"), ("x-case", "return")],
+    )
+    .await;
+    assert_eq!(r.status.as_u16(), 418);
+    assert_eq!(r.header("x-aborted"), None);
+    // A backend that cannot be reached is an aborted exchange too.
+    let r = get(addr, "/down").await;
+    assert_eq!(r.status.as_u16(), 502);
+    assert_eq!(r.text(), "backend down: 502");
+}
+
+#[test]
+fn abort_flows_stand_in_the_top_level_flow_with_response_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("apis.yaml");
+    std::fs::write(
+        &f,
+        "api:\n  port: 2000\n  flow:\n    - request:\n        - abort: []\n    - abort:\n        - rewriter:\n            - from: a\n              to: b\n    - return: {}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`abort:` cannot stand inside a `request:` flow"),
+        "{err}"
+    );
+    assert!(err.contains("`rewriter` acts on requests only"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
