@@ -110,6 +110,17 @@ pub struct NodeAffinity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Aborted;
 
+/// Set in [`Exchange::extensions`] by a request-phase policy that needs this request's response
+/// body in memory though its chain does not declare it for every response (`mcpProtection`
+/// reads the answers to `tools/list` only): the engine then buffers the response, up to
+/// `limits.maxBodySize`, before the response phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferResponse {
+    /// Leave a `text/event-stream` response streaming: the policy reads such a response as it
+    /// streams (an event stream may stay open).
+    pub except_event_streams: bool,
+}
+
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
 /// `request` + `request_body` to the target and fills `response` with the answer.
 #[derive(Debug)]

@@ -766,8 +766,20 @@ async fn settle(mut wait: Wait, ex: &mut Exchange) -> Outcome {
     }
 }
 
+/// True when the response is a `text/event-stream`.
+fn is_event_stream(response: &Response<Body>) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
 /// Response phase: the response steps of the steps before `end`, last first (Membrane's
-/// semantics), with the response body buffered first when a step needs it.
+/// semantics), with the response body buffered first when a step needs it (or a request-phase
+/// step asked for it with [`turnpike_core::exchange::BufferResponse`]); gateway problems are
+/// marked [`turnpike_core::exchange::Aborted`] for `abort:` flows.
 async fn response_phase(
     chain: &Chain,
     ex: &mut Exchange,
@@ -779,9 +791,12 @@ async fn response_phase(
     if !chain.has_response_steps() {
         return response;
     }
-    let response = if chain.response_body_need() == BodyNeed::Buffer
-        && response.status() != StatusCode::SWITCHING_PROTOCOLS
-    {
+    let buffer_asked = chain.response_body_need() == BodyNeed::Buffer
+        || ex
+            .extensions
+            .get::<turnpike_core::exchange::BufferResponse>()
+            .is_some_and(|b| !(b.except_event_streams && is_event_stream(&response)));
+    let response = if buffer_asked && response.status() != StatusCode::SWITCHING_PROTOCOLS {
         let (parts, body) = response.into_parts();
         match Box::pin(buffer(body, settings.max_body_size)).await {
             Ok(bytes) => Response::from_parts(parts, Body::Full(Some(bytes))),

@@ -35,6 +35,7 @@ pub mod limit;
 pub mod llm_gateway;
 pub mod log;
 mod loop_item;
+pub mod mcp_protection;
 pub mod membrane;
 mod nested;
 pub mod oauth2;

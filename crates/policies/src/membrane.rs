@@ -17,7 +17,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("echo", "answer with `return: {}`, which sends the request's body back"),
     ("sseDemoStream", "a demo event stream: let a backend send the events"),
     ("membraneMCPServer", "Membrane's own MCP server is not part of Turnpike: proxy an MCP server as a backend"),
-    ("mcpProtection", "MCP messages are JSON-RPC: use `jsonRPCProtection`"),
     ("APIsJSON", "the catalogue of APIs is the admin API's `/admin/v1/config`"),
     ("wsdlRewriter", "a `soapProxy` publishes its WSDL with the gateway's address at `?wsdl`"),
     ("wsdlPublisher", "a `soapProxy` publishes its WSDL at `?wsdl`"),

@@ -42,6 +42,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::greaser::Greaser>(),
     PolicyKind::of::<crate::form_validation::FormValidation>(),
     PolicyKind::of::<crate::sql_injection_protection::SqlInjectionProtection>(),
+    PolicyKind::of::<crate::mcp_protection::McpProtection>(),
     PolicyKind::of::<crate::limit::Limit>(),
     PolicyKind::of::<crate::xml_json::Json2Xml>(),
     PolicyKind::of::<crate::xml_json::Xml2Json>(),

@@ -6,7 +6,7 @@
 
 #[cfg(test)]
 mod tests;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

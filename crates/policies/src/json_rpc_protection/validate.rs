@@ -10,13 +10,13 @@ use turnpike_core::{Body, Exchange, Outcome};
 use super::JsonRpcProtection;
 
 /// The request is not a valid JSON-RPC request.
-const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
 /// The method is not allowed.
-const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// The params do not match the method's schema.
-const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// The backend's response is not valid.
-const INTERNAL_ERROR: i64 = -32603;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 
 /// A failed check: answered with a JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +34,12 @@ pub(crate) struct RpcError {
 }
 
 impl RpcError {
-    fn new(batch: bool, status: StatusCode, code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        batch: bool,
+        status: StatusCode,
+        code: i64,
+        message: impl Into<String>,
+    ) -> Self {
         RpcError {
             batch,
             id: Value::Null,
@@ -44,7 +49,7 @@ impl RpcError {
         }
     }
 
-    fn with_id(mut self, id: Option<&Value>) -> Self {
+    pub(crate) fn with_id(mut self, id: Option<&Value>) -> Self {
         self.id = id.cloned().unwrap_or(Value::Null);
         self
     }
@@ -138,7 +143,7 @@ fn parse_request(o: &Map<String, Value>) -> Result<Request, String> {
 }
 
 /// True for `application/json` and `application/…+json`.
-fn is_json(ct: &str) -> bool {
+pub(crate) fn is_json(ct: &str) -> bool {
     let essence = ct
         .split(';')
         .next()
@@ -150,7 +155,7 @@ fn is_json(ct: &str) -> bool {
 }
 
 /// The first `Content-Encoding` that is not `identity`.
-fn compressed(headers: &http::HeaderMap) -> Option<String> {
+pub(crate) fn compressed(headers: &http::HeaderMap) -> Option<String> {
     headers
         .get_all(header::CONTENT_ENCODING)
         .iter()
@@ -159,7 +164,7 @@ fn compressed(headers: &http::HeaderMap) -> Option<String> {
 }
 
 /// True when a payload looks like a batch (Membrane decides this on the text, before parsing).
-fn looks_like_batch(body: &[u8]) -> bool {
+pub(crate) fn looks_like_batch(body: &[u8]) -> bool {
     body.iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'[')
