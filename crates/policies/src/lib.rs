@@ -60,6 +60,7 @@ pub mod shadowing;
 pub mod size_limit;
 pub mod soap_body;
 pub mod sql_injection_protection;
+pub mod sse_demo_stream;
 mod static_body;
 pub mod statistics_csv;
 pub mod template;

@@ -15,7 +15,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("login", "the login dialog with one-time passwords is not supported: use an identity provider and `jwtAuth`"),
     ("webServer", "serve files with `static` or `template` (`location`), or from a web server as the target"),
     ("echo", "answer with `return: {}`, which sends the request's body back"),
-    ("sseDemoStream", "a demo event stream: let a backend send the events"),
     ("membraneMCPServer", "Membrane's own MCP server is not part of Turnpike: proxy an MCP server as a backend"),
     ("APIsJSON", "the catalogue of APIs is the admin API's `/admin/v1/config`"),
     ("wsdlRewriter", "a `soapProxy` publishes its WSDL with the gateway's address at `?wsdl`"),

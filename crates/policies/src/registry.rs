@@ -43,6 +43,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::form_validation::FormValidation>(),
     PolicyKind::of::<crate::sql_injection_protection::SqlInjectionProtection>(),
     PolicyKind::of::<crate::mcp_protection::McpProtection>(),
+    PolicyKind::of::<crate::sse_demo_stream::SseDemoStream>(),
     PolicyKind::of::<crate::limit::Limit>(),
     PolicyKind::of::<crate::xml_json::Json2Xml>(),
     PolicyKind::of::<crate::xml_json::Xml2Json>(),

@@ -1,7 +1,7 @@
 //! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
 //! `replace`, `paddingHeader`, `greaser`, `formValidation`, `sqlInjectionProtection`, `limit`,
-//! `setCookies` with cookies in conditions, `json` in SpEL tests, JSON templates, and `abort:`
-//! flows.
+//! `setCookies` with cookies in conditions, `json` in SpEL tests, JSON templates, `abort:`
+//! flows, and `sseDemoStream` behind a proxying API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -607,6 +607,66 @@ fn abort_flows_stand_in_the_top_level_flow_with_response_policies() {
         "{err}"
     );
     assert!(err.contains("`rewriter` acts on requests only"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_sent_events_stream_through_the_gateway_as_in_membranes_tutorial() {
+    // `tutorials/sse/10-Server-Sent-Events.yaml`: an API with `log` in front of the demo
+    // stream; the second event is an hour away, so the first one can only arrive streamed.
+    let back = free_port();
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - log: {{}}
+  target:
+    host: localhost
+    port: {back}
+---
+api:
+  port: {back}
+  ip: 127.0.0.1
+  path:
+    uri: /stream
+  flow:
+    - sseDemoStream:
+        totalEvents: 2
+        interval: 1h
+"#
+    ));
+    let mut s = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    s.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\n\n")
+        || !String::from_utf8_lossy(&seen).contains("data: ")
+    {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{text}"
+    );
+    assert!(
+        text.contains("id: 1\nevent: demo\ndata: {\"event\":1,\"of\":2,"),
+        "{text}"
+    );
+    assert!(!text.contains("id: 2"), "{text}");
+    // The whole stream, with a short interval, ends after its events.
+    let gw2 = TestGateway::start(
+        "api:\n  port: 0\n  flow:\n    - sseDemoStream:\n        totalEvents: 3\n        interval: 10ms\n",
+    );
+    let r = get(gw2.addr(), "/").await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(r.text().matches("event: demo").count(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
