@@ -65,6 +65,7 @@ mod static_body;
 pub mod statistics_csv;
 pub mod template;
 pub mod throttle;
+pub mod web_server;
 pub mod xml_json;
 
 use turnpike_core::CompileError;

@@ -13,7 +13,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("ntlm", "NTLM is Windows-only and connection-bound: authenticate with `basicAuthentication`, `jwtAuth` or mutual TLS"),
     ("statisticsJDBC", "it needs a database: use `statisticsCSV`, `accessLog` or the metrics at `/metrics`"),
     ("login", "the login dialog with one-time passwords is not supported: use an identity provider and `jwtAuth`"),
-    ("webServer", "serve files with `static` or `template` (`location`), or from a web server as the target"),
     ("echo", "answer with `return: {}`, which sends the request's body back"),
     ("membraneMCPServer", "Membrane's own MCP server is not part of Turnpike: proxy an MCP server as a backend"),
     ("APIsJSON", "the catalogue of APIs is the admin API's `/admin/v1/config`"),

@@ -44,6 +44,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::sql_injection_protection::SqlInjectionProtection>(),
     PolicyKind::of::<crate::mcp_protection::McpProtection>(),
     PolicyKind::of::<crate::sse_demo_stream::SseDemoStream>(),
+    PolicyKind::of::<crate::web_server::WebServer>(),
     PolicyKind::of::<crate::limit::Limit>(),
     PolicyKind::of::<crate::xml_json::Json2Xml>(),
     PolicyKind::of::<crate::xml_json::Xml2Json>(),

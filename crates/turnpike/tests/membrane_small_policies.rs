@@ -1,7 +1,7 @@
 //! Membrane's small policies through sockets, configured in the shapes of Membrane's examples:
 //! `replace`, `paddingHeader`, `greaser`, `formValidation`, `sqlInjectionProtection`, `limit`,
 //! `setCookies` with cookies in conditions, `json` in SpEL tests, JSON templates, `abort:`
-//! flows, and `sseDemoStream` behind a proxying API.
+//! flows, `sseDemoStream` behind a proxying API, and `webServer`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -667,6 +667,60 @@ api:
     let r = get(gw2.addr(), "/").await;
     assert_eq!(r.status.as_u16(), 200);
     assert_eq!(r.text().matches("event: demo").count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_server_serves_its_folder_and_nothing_else() {
+    // The file server of `examples/websockets/websocket-stomp` (`docBase: .`, `index`), with
+    // the configuration beside the files.
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(site.join("js")).unwrap();
+    std::fs::write(site.join("index.html"), "<h1>STOMP</h1>").unwrap();
+    let script = "x".repeat(200_000);
+    std::fs::write(site.join("js/app.js"), &script).unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
+    let file = site.join("apis.yaml");
+    std::fs::write(
+        &file,
+        "api:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - webServer:\n        docBase: .\n        index: index.html\n",
+    )
+    .unwrap();
+    let gw = turnpike::start(vec![file]).unwrap();
+    let addr = gw.listeners()[0].1;
+    let r = get(addr, "/").await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(r.text(), "<h1>STOMP</h1>");
+    let r = get(addr, "/js/app.js").await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(r.text().len(), script.len());
+    let etag = r.header("etag").unwrap().to_owned();
+    let r = get_with(addr, "/js/app.js", &[("if-none-match", &etag)]).await;
+    assert_eq!(r.status.as_u16(), 304);
+    assert_eq!(get(addr, "/missing.html").await.status.as_u16(), 404);
+    // The configuration file is served like any file of the folder, but nothing outside it,
+    // however the path is written (sent raw: clients would clean it up).
+    for path in [
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/js/..%2f..%2fsecret.txt",
+    ] {
+        let text = raw(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(text.starts_with("HTTP/1.1 400"), "{path}: {text}");
+        assert!(
+            !text.contains("secret\n") && !text.ends_with("secret"),
+            "{path}: {text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
