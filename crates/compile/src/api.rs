@@ -158,6 +158,87 @@ fn wsdl2openapi_target(located: &Located<ApiConfig>) -> Option<turnpike_config::
     })
 }
 
+/// Membrane's `webSocket` entry of an API's flow (`{ url }`): where WebSocket upgrade requests
+/// go instead of the target (`ws://`/`wss://` URLs are `http://`/`https://`). Its frame
+/// interceptors (`flow`) are load errors: frames are relayed as they are.
+fn websocket_target(
+    located: &Located<ApiConfig>,
+    upstreams: &Upstreams,
+    errors: &mut ConfigErrors,
+) -> Option<turnpike_snapshot::Target> {
+    let mut entries = located
+        .value
+        .flow
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.name == "webSocket");
+    let (i, p) = entries.next()?;
+    let at = format!("flow[{i}].webSocket");
+    if let Some((j, _)) = entries.next() {
+        errors.push(located.error(
+            &format!("flow[{j}].webSocket"),
+            "`webSocket` may stand only once in an API's flow",
+        ));
+    }
+    let settings = &p.settings;
+    if let Some(keys) = settings.as_object().map(|o| o.keys()) {
+        for k in keys.filter(|k| *k != "url" && *k != "flow") {
+            errors.push(located.error(
+                &format!("{at}.{k}"),
+                format!("unknown field `{k}`, expected `url` or `flow`"),
+            ));
+        }
+    } else if !settings.is_null() {
+        errors.push(located.error(&at, "expected a map with `url`"));
+        return None;
+    }
+    if settings
+        .get("flow")
+        .is_some_and(|f| !f.is_null() && f.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        errors.push(located.error(
+            &format!("{at}.flow"),
+            "WebSocket frame interceptors (`wsLog`, `wsStompReassembler`, custom ones) are not supported: frames are relayed as they are; the upgrade request runs the API's flow (see docs/membrane.md)",
+        ));
+    }
+    let url = match settings.get("url") {
+        None => return None,
+        Some(u) => match u.as_str() {
+            Some(u) => u.to_owned(),
+            None => {
+                errors.push(located.error(&format!("{at}.url"), "the URL is a string"));
+                return None;
+            }
+        },
+    };
+    let url = if let Some(rest) = url.strip_prefix("ws://") {
+        format!("http://{rest}")
+    } else if let Some(rest) = url.strip_prefix("wss://") {
+        format!("https://{rest}")
+    } else {
+        url
+    };
+    let config = turnpike_config::TargetConfig {
+        url: Some(url),
+        ..Default::default()
+    };
+    let scope = TemplateScope::default();
+    match compile_target(
+        &config,
+        base_dir(located),
+        upstreams,
+        &api_name(located),
+        &format!("{}#webSocket", target_key(located)),
+        Some(&scope),
+    ) {
+        Ok(t) => Some(t),
+        Err((key, m)) => {
+            errors.push(located.error(format!("{at}.{key}").trim_end_matches('.'), m));
+            None
+        }
+    }
+}
+
 /// A plain API: one route (its `method` and `path`), or one per entry of `routes`, each with
 /// the API's chain followed by the route's own flow.
 pub(crate) fn compile_plain_api(
@@ -236,6 +317,7 @@ pub(crate) fn compile_plain_api(
             None
         }
     };
+    let websocket_target = websocket_target(located, upstreams, errors);
     let name: Arc<str> = match &api.name {
         Some(n) => n.as_str().into(),
         None => format!(
@@ -325,6 +407,7 @@ pub(crate) fn compile_plain_api(
                 name: name.clone(),
                 chain: Chain::new(steps),
                 target,
+                websocket_target: websocket_target.clone(),
                 internal_target: internal_target.clone(),
                 forward_proxy: false,
                 errors: if wsdl.is_some() {

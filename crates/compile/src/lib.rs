@@ -246,6 +246,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         response: false,
                     }]),
                     target: None,
+                    websocket_target: None,
                     internal_target: None,
                     forward_proxy: false,
                     test: None,

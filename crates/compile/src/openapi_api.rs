@@ -233,6 +233,7 @@ pub(crate) fn compile_openapi_api(
                     name,
                     chain: Chain::new(steps),
                     target,
+                    websocket_target: None,
                     internal_target: None,
                     forward_proxy: false,
                     errors: None,

@@ -318,7 +318,12 @@ pub async fn serve(
                 }
             }
             RequestEnd::Forward | RequestEnd::Wait { .. } => {
-                match (internal_next(&api, &mut ex), &api.target) {
+                // A WebSocket upgrade goes where the API's `webSocket.url` says, if it says.
+                let target = match (&api.websocket_target, &client_upgrade) {
+                    (Some(ws), Some(_)) => Some(ws),
+                    _ => api.target.as_ref(),
+                };
+                match (internal_next(&api, &mut ex), target) {
                     (Some(name), _) => {
                         let response = match call_internal(
                             &snap,

@@ -9,7 +9,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("openapiValidator", "deploy the API from `openapi:` with `validateRequests: yes`"),
     ("rest2Soap", "use `wsdl2openapi`"),
     ("oauth2Resource2", "the browser login of the authorization code flow is not supported: use `jwtAuth` with the provider's JSON Web Key Set, or `tokenValidator`"),
-    ("webSocket", "WebSocket upgrades are proxied without a policy"),
     ("ntlm", "NTLM is Windows-only and connection-bound: authenticate with `basicAuthentication`, `jwtAuth` or mutual TLS"),
     ("statisticsJDBC", "it needs a database: use `statisticsCSV`, `accessLog` or the metrics at `/metrics`"),
     ("login", "the login dialog with one-time passwords is not supported: use an identity provider and `jwtAuth`"),

@@ -78,9 +78,17 @@ pub fn names() -> String {
         .iter()
         .map(|k| format!("`{}`", k.name))
         .chain(
-            ["request", "response", "abort", "if", "choose", "for"]
-                .iter()
-                .map(|n| format!("`{n}`")),
+            [
+                "request",
+                "response",
+                "abort",
+                "if",
+                "choose",
+                "for",
+                "webSocket",
+            ]
+            .iter()
+            .map(|n| format!("`{n}`")),
         )
         .collect::<Vec<_>>()
         .join(", ")

@@ -15,6 +15,9 @@ pub struct Api {
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
     pub target: Option<Target>,
+    /// Where WebSocket upgrade requests go instead of `target` (Membrane's `webSocket.url`);
+    /// `None`: to `target` like any request.
+    pub websocket_target: Option<Target>,
     /// An `internal://NAME` target: the API of that name (an `internal:` document, or a named
     /// API) runs in-process instead of a call to a backend.
     pub internal_target: Option<Arc<str>>,

@@ -88,6 +88,62 @@ api:
     assert!(!ok && out.trim() == "refused 401", "{out}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_url_takes_the_upgrades_and_the_target_the_rest() {
+    // Membrane's `examples/websockets/websocket-stomp`: `webSocket.url` for the upgrades, the
+    // target (a web server) for pages.
+    if !python_has(&["websockets"]) {
+        return;
+    }
+    let server = PyServer::start(&[&format!("{PY}/ws_echo_server.py")]);
+    let pages = StaticServer::start("<h1>page</h1>").await;
+    let gw = TestGateway::start(&format!(
+        r#"
+gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  flow:
+    - log: {{}}
+    - webSocket:
+        url: ws://127.0.0.1:{}/
+  target:
+    url: http://{}
+"#,
+        server.port, pages.addr
+    ));
+    let r = get(gw.addr(), "/index.html").await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (200, "<h1>page</h1>".to_owned())
+    );
+    let url = format!("ws://{}/stomp", gw.addr());
+    let client = format!("{PY}/ws_client.py");
+    let (ok, out) = tokio::task::spawn_blocking(move || py(&[&client, &url]))
+        .await
+        .unwrap();
+    assert!(ok && out.starts_with("ok path:/stomp"), "{out}");
+    assert_eq!(
+        pages.hits.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the upgrade went to the pages"
+    );
+    // Frame interceptors cannot run: a load error that says so.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("apis.yaml");
+    std::fs::write(
+        &f,
+        "api:\n  port: 2000\n  flow:\n    - webSocket:\n        flow:\n          - wsLog: {}\n  target:\n    url: http://localhost:8080\n",
+    )
+    .unwrap();
+    let err = turnpike::start(vec![f]).err().unwrap().to_string();
+    assert!(
+        err.contains("api.flow[0].webSocket.flow") && err.contains("frame interceptors"),
+        "{err}"
+    );
+}
+
 fn grpc_gateway(server_port: u16, extra_flow: &str, listener: &str) -> String {
     format!(
         r#"
