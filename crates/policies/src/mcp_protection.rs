@@ -25,7 +25,7 @@ use crate::json_rpc_protection::validate::{
     compressed, is_json, looks_like_batch, RpcError, INTERNAL_ERROR, INVALID_PARAMS,
     INVALID_REQUEST, METHOD_NOT_FOUND,
 };
-use crate::json_rpc_protection::{MethodRule, RulePattern};
+use crate::json_rpc_protection::{compile_rules, MethodRule};
 
 /// `mcpProtection`'s settings.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -66,31 +66,7 @@ impl PolicyFactory for McpProtection {
         if s.tools.is_empty() {
             return Err(err("tools", "name at least one rule"));
         }
-        let mut rules = Vec::new();
-        for (i, r) in s.tools.into_iter().enumerate() {
-            let (p, allows, which) = match (r.allow, r.deny) {
-                (Some(p), None) => (p, true, "allow"),
-                (None, Some(p)) => (p, false, "deny"),
-                _ => {
-                    return Err(err(
-                        &format!("tools[{i}]"),
-                        "a rule has exactly one of `allow` and `deny`",
-                    ))
-                }
-            };
-            let at = format!("tools[{i}].{which}");
-            let p = match p {
-                RulePattern::Short(s) => s,
-                RulePattern::Long(l) => l.pattern,
-            };
-            let p = p.trim();
-            if p.is_empty() {
-                return Err(err(&at, "the pattern must not be empty"));
-            }
-            let re = Regex::new(&format!("^(?:{p})$"))
-                .map_err(|e| err(&at, format!("not a regular expression: {e}")))?;
-            rules.push((re, allows));
-        }
+        let rules = compile_rules(s.tools, "tools")?;
         Ok(McpProtection {
             rules: Arc::new(Rules(rules)),
         })

@@ -25,6 +25,20 @@ async fn post(addr: SocketAddr, path: &str, content_type: &str, body: &str) -> R
     .await
 }
 
+/// What `turnpike validate` prints for `yaml` (written as `apis.yaml`), which must not load.
+fn validate_errors(yaml: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("apis.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the configuration loaded:\n{yaml}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Sends `payload` on a new connection and reads until the gateway closes it or `within`
 /// passes.
 async fn raw(addr: SocketAddr, payload: &[u8], within: Duration) -> String {
@@ -497,20 +511,9 @@ api:
 
 #[test]
 fn sql_injection_protection_levels_above_one_are_load_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("apis.yaml");
-    std::fs::write(
-        &f,
+    let err = validate_errors(
         "api:\n  port: 2000\n  flow:\n    - sqlInjectionProtection:\n        level: 3\n    - return:\n        status: 200\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
-        .args(["validate", "-c"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
     assert!(
         err.contains("apis.yaml:5:16") && err.contains("paranoia level 3 is not supported"),
         "{err}"
@@ -588,20 +591,9 @@ api:
 
 #[test]
 fn abort_flows_stand_in_the_top_level_flow_with_response_policies() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("apis.yaml");
-    std::fs::write(
-        &f,
+    let err = validate_errors(
         "api:\n  port: 2000\n  flow:\n    - request:\n        - abort: []\n    - abort:\n        - rewriter:\n            - from: a\n              to: b\n    - return: {}\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
-        .args(["validate", "-c"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
     assert!(
         err.contains("`abort:` cannot stand inside a `request:` flow"),
         "{err}"

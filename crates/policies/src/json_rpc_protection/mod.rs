@@ -242,31 +242,7 @@ impl PolicyFactory for JsonRpcProtection {
             }
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         };
-        let mut rules = Vec::new();
-        for (i, r) in c.methods.unwrap_or_default().into_iter().enumerate() {
-            let (p, allows, which) = match (r.allow, r.deny) {
-                (Some(p), None) => (p, true, "allow"),
-                (None, Some(p)) => (p, false, "deny"),
-                _ => {
-                    return Err(err(
-                        &format!("methods[{i}]"),
-                        "a rule has exactly one of `allow` and `deny`",
-                    ))
-                }
-            };
-            let at = format!("methods[{i}].{which}");
-            let p = match p {
-                RulePattern::Short(s) => s,
-                RulePattern::Long(l) => l.pattern,
-            };
-            let p = p.trim();
-            if p.is_empty() {
-                return Err(err(&at, "the pattern must not be empty"));
-            }
-            let re = Regex::new(&format!("^(?:{p})$"))
-                .map_err(|e| err(&at, format!("not a regular expression: {e}")))?;
-            rules.push((re, allows));
-        }
+        let rules = compile_rules(c.methods.unwrap_or_default(), "methods")?;
         let mut params = HashMap::new();
         let mut results = HashMap::new();
         let mut files = Vec::new();
@@ -339,6 +315,41 @@ impl PolicyFactory for JsonRpcProtection {
             files,
         })
     }
+}
+
+/// Compiles ordered allow/deny rules (at settings key `key`) into whole-name patterns and
+/// whether each allows. Errors: a rule without exactly one of `allow`/`deny`, an empty or
+/// invalid pattern. Runs at load time; shared with `mcpProtection`'s tool rules.
+pub(crate) fn compile_rules(
+    rules: Vec<MethodRule>,
+    key: &str,
+) -> Result<Vec<(Regex, bool)>, CompileError> {
+    let mut out = Vec::new();
+    for (i, r) in rules.into_iter().enumerate() {
+        let (p, allows, which) = match (r.allow, r.deny) {
+            (Some(p), None) => (p, true, "allow"),
+            (None, Some(p)) => (p, false, "deny"),
+            _ => {
+                return Err(err(
+                    &format!("{key}[{i}]"),
+                    "a rule has exactly one of `allow` and `deny`",
+                ))
+            }
+        };
+        let at = format!("{key}[{i}].{which}");
+        let p = match p {
+            RulePattern::Short(s) => s,
+            RulePattern::Long(l) => l.pattern,
+        };
+        let p = p.trim();
+        if p.is_empty() {
+            return Err(err(&at, "the pattern must not be empty"));
+        }
+        let re = Regex::new(&format!("^(?:{p})$"))
+            .map_err(|e| err(&at, format!("not a regular expression: {e}")))?;
+        out.push((re, allows));
+    }
+    Ok(out)
 }
 
 impl JsonRpcProtection {
