@@ -318,6 +318,7 @@ pub(crate) fn compile_plain_api(
         }
     };
     let websocket_target = websocket_target(located, upstreams, errors);
+    let public_address = crate::soap_proxy::wsdl_rewriter(located, wsdl.is_some(), errors);
     let name: Arc<str> = match &api.name {
         Some(n) => n.as_str().into(),
         None => format!(
@@ -356,7 +357,12 @@ pub(crate) fn compile_plain_api(
         // A soapProxy publishes its WSDL at `?wsdl` before its own flow runs.
         let built_in: Vec<Step> = wsdl
             .map(|w| Step {
-                policy: Box::new(WsdlPublisher::new(w, api.ssl.is_some())),
+                policy: Box::new(WsdlPublisher::with_address(
+                    w,
+                    api.ssl.is_some(),
+                    public_address.as_ref(),
+                    Some(path_prefix).filter(|p| !p.is_empty()),
+                )),
                 request: true,
                 response: false,
             })

@@ -98,3 +98,110 @@ pub(crate) fn soap_proxy_api(
         wsdl,
     ))
 }
+
+/// Membrane's `wsdlRewriter` entry of a `soapProxy`'s flow (`protocol`, `host`, `port`,
+/// `path`): the address its published WSDL shows. `https` is the default protocol when the
+/// listener has TLS. Errors name the setting; outside a `soapProxy` the entry is an error.
+pub(crate) fn wsdl_rewriter(
+    located: &Located<ApiConfig>,
+    is_soap_proxy: bool,
+    errors: &mut ConfigErrors,
+) -> Option<turnpike_soap::PublicAddress> {
+    let mut entries = located
+        .value
+        .flow
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.name == "wsdlRewriter");
+    let (i, p) = entries.next()?;
+    let at = format!("flow[{i}].wsdlRewriter");
+    if let Some((j, _)) = entries.next() {
+        errors.push(located.error(
+            &format!("flow[{j}].wsdlRewriter"),
+            "`wsdlRewriter` may stand only once in a flow",
+        ));
+    }
+    if !is_soap_proxy {
+        errors.push(located.error(
+            &at,
+            "`wsdlRewriter` sets the address in the WSDL a `soapProxy` publishes: use it in a `soapProxy` (see docs/membrane.md)",
+        ));
+        return None;
+    }
+    let s = &p.settings;
+    let Some(o) = s.as_object() else {
+        errors.push(located.error(
+            &at,
+            "expected a map with `host` (and `protocol`, `port`, `path`)",
+        ));
+        return None;
+    };
+    let before = errors.0.len();
+    for k in o
+        .keys()
+        .filter(|k| !["protocol", "host", "port", "path"].contains(&k.as_str()))
+    {
+        errors.push(located.error(
+            &format!("{at}.{k}"),
+            format!("unknown field `{k}`, expected `protocol`, `host`, `port` or `path`"),
+        ));
+    }
+    let text = |k: &str, errors: &mut ConfigErrors| match o.get(k) {
+        None => None,
+        Some(v) => match v.as_str() {
+            Some(t) => Some(t.trim().to_owned()),
+            None => {
+                errors.push(located.error(&format!("{at}.{k}"), "expected a string"));
+                None
+            }
+        },
+    };
+    let protocol = text("protocol", errors).unwrap_or_else(|| {
+        if located.value.ssl.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+        .to_owned()
+    });
+    let protocol = protocol.to_ascii_lowercase();
+    if protocol != "http" && protocol != "https" {
+        errors.push(located.error(&format!("{at}.protocol"), "`http` or `https`"));
+    }
+    let host = text("host", errors).unwrap_or_default();
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || "/?#@\\\"'<>".contains(c)) {
+        errors.push(located.error(
+            &format!("{at}.host"),
+            "a host name or IP address is required",
+        ));
+    }
+    let port = match o.get("port") {
+        None => None,
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|t| t.trim().parse().ok()))
+        {
+            Some(n) if (1..=65535).contains(&n) => Some(n),
+            _ => {
+                errors.push(located.error(&format!("{at}.port"), "a port number, 1 to 65535"));
+                None
+            }
+        },
+    };
+    let path = text("path", errors);
+    if path
+        .as_deref()
+        .is_some_and(|p| !p.starts_with('/') || p.contains(['?', '#']))
+    {
+        errors.push(located.error(&format!("{at}.path"), "a path starting with `/`"));
+    }
+    if errors.0.len() > before {
+        return None;
+    }
+    let default_port = if protocol == "https" { 443 } else { 80 };
+    let origin = match port {
+        Some(p) if p != default_port => format!("{protocol}://{host}:{p}"),
+        _ => format!("{protocol}://{host}"),
+    };
+    Some(turnpike_soap::PublicAddress { origin, path })
+}

@@ -76,12 +76,16 @@ pub fn compile_flow<T>(
     for (i, p) in flow.iter().enumerate() {
         let at = format!("{key}[{i}].{}", p.name);
         let at = at.trim_start_matches('.');
-        if p.name == "webSocket" {
-            // Compiled with the API's target (where upgrades go); see the API compiler.
+        if p.name == "webSocket" || p.name == "wsdlRewriter" {
+            // Settings of the API itself (where upgrades go, the address its published WSDL
+            // shows), compiled by the API compiler.
             if dir != Direction::Both {
                 errors.push(owner.error_at_key(
                     at,
-                    "`webSocket` says where an API's WebSocket upgrades go: put it in the top-level `flow`",
+                    format!(
+                        "`{}` is a setting of the API: put it in the top-level `flow`",
+                        p.name
+                    ),
                 ));
             }
             continue;

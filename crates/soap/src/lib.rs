@@ -34,7 +34,7 @@ pub mod xsd_validator;
 pub use fault::{fault_response, problem_to_fault, FaultCode};
 pub use fetch::Location;
 pub use protection::XmlProtection;
-pub use publish::WsdlPublisher;
+pub use publish::{PublicAddress, WsdlPublisher};
 pub use sample_service::SampleSoapService;
 pub use transform::Transform;
 pub use validator::{Validator, WsdlValidator};

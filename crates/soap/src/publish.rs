@@ -108,10 +108,32 @@ pub fn address_path(address: &str) -> &str {
     }
 }
 
+/// The address a published WSDL shows instead of the gateway's as the client reached it
+/// (Membrane's `wsdlRewriter`): for a gateway behind a load balancer or TLS terminator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicAddress {
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// The path every SOAP address gets; `None`: the address's own path.
+    pub path: Option<String>,
+}
+
 impl WsdlPublisher {
     /// Prepares the WSDL text of `wsdl` with every SOAP address made relative to the gateway
     /// (`https` when the gateway's listener has TLS).
     pub fn new(wsdl: &Wsdl, https: bool) -> Self {
+        Self::with_address(wsdl, https, None, None)
+    }
+
+    /// As [`WsdlPublisher::new`], with every SOAP address's path set to `path` (the path the
+    /// proxy serves) when given, and the whole address to `public` when given (its path first).
+    /// Runs at load time.
+    pub fn with_address(
+        wsdl: &Wsdl,
+        https: bool,
+        public: Option<&PublicAddress>,
+        path: Option<&str>,
+    ) -> Self {
         let mut addresses: Vec<&str> = wsdl
             .services
             .iter()
@@ -144,8 +166,23 @@ impl WsdlPublisher {
             };
             let quote = &rest[i + 9..i + 10];
             pieces.push(Piece::Text(format!("{}location={quote}", &rest[..i])));
-            pieces.push(Piece::Origin);
-            pieces.push(Piece::Text(format!("{}{quote}", address_path(addr))));
+            let own_path = path.unwrap_or(address_path(addr));
+            match public {
+                Some(p) => {
+                    let path = p.path.as_deref().unwrap_or(own_path);
+                    pieces.push(Piece::Text(format!(
+                        "{}{quote}",
+                        crate::xml::escape(&format!("{}{path}", p.origin))
+                    )));
+                }
+                None => {
+                    pieces.push(Piece::Origin);
+                    pieces.push(Piece::Text(format!(
+                        "{}{quote}",
+                        crate::xml::escape(own_path)
+                    )));
+                }
+            }
             rest = &rest[i + len..];
         }
         WsdlPublisher {
@@ -235,6 +272,30 @@ mod tests {
         assert!(tls.contains("location=\"https://gw.example/city-service\""));
         assert_eq!(address_path("http://h:1/a/b"), "/a/b");
         assert_eq!(address_path("http://h:1"), "/");
+    }
+
+    #[test]
+    fn a_public_address_replaces_the_gateways() {
+        let w = Wsdl::load(&crate::wsdl::tests::shared("cities.wsdl")).unwrap();
+        let public = PublicAddress {
+            origin: "https://my.host.example.com".into(),
+            path: None,
+        };
+        let out = WsdlPublisher::with_address(&w, false, Some(&public), None).render("gw:1");
+        assert!(out.contains("location=\"https://my.host.example.com/city-service\""));
+        assert!(!out.contains("gw:1"));
+        let public = PublicAddress {
+            origin: "http://lb:8080".into(),
+            path: Some("/my-service".into()),
+        };
+        let out = WsdlPublisher::with_address(&w, false, Some(&public), None).render("gw:1");
+        assert!(
+            out.contains("location=\"http://lb:8080/my-service\""),
+            "{out}"
+        );
+        // The path a proxy serves, without a public address.
+        let out = WsdlPublisher::with_address(&w, false, None, Some("/proxied")).render("gw:1");
+        assert!(out.contains("location=\"http://gw:1/proxied\""), "{out}");
     }
 
     #[test]

@@ -319,6 +319,64 @@ fn cities_wsdl_at(dir: &std::path::Path, address: &str) -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wsdl_rewriter_publishes_the_public_address() {
+    // Membrane's `tutorials/soap/30-WSDL-Rewriter.yaml`, with a local WSDL: a gateway behind a
+    // TLS terminator publishes that address.
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wsdl = cities_wsdl_at(dir.path(), &format!("http://{}/city-service", backend.addr));
+    let gw = TestGateway::start(&format!(
+        "gateway:\n  accessLog: false\n---\nsoapProxy:\n  path:\n    uri: /my-service\n  port: 0\n  ip: 127.0.0.1\n  wsdl: {}\n  flow:\n    - wsdlRewriter:\n        host: my.host.example.com\n        protocol: https\n        port: 443\n    - validator: {{}}\n",
+        wsdl.display()
+    ));
+    let r = get(gw.addr(), "/my-service?wsdl").await;
+    assert_eq!(r.status, 200);
+    let t = r.text();
+    assert!(
+        t.contains("location=\"https://my.host.example.com/my-service\""),
+        "{t}"
+    );
+    assert!(
+        !t.contains("test.local") && !t.contains(&backend.addr.to_string()),
+        "{t}"
+    );
+    // The proxy itself works as before.
+    let ok = std::fs::read(shared("wsdl/city.soap.xml")).unwrap();
+    let r = post(gw.addr(), "/my-service", "text/xml", ok).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // In a plain API there is no WSDL to rewrite.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("apis.yaml");
+    std::fs::write(
+        &f,
+        "api:\n  port: 2000\n  flow:\n    - wsdlRewriter:\n        host: h\n    - return: {}\n",
+    )
+    .unwrap();
+    let err = turnpike::start(vec![f]).err().unwrap().to_string();
+    assert!(
+        err.contains("api.flow[0].wsdlRewriter") && err.contains("soapProxy"),
+        "{err}"
+    );
+    // Settings that cannot make an address.
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(
+        &f,
+        format!(
+            "soapProxy:\n  port: 2000\n  wsdl: {}\n  flow:\n    - wsdlRewriter:\n        protocol: ftp\n        port: 0\n        path: relative\n        rewriteEndpoint: true\n",
+            wsdl.display()
+        ),
+    )
+    .unwrap();
+    let err = turnpike::start(vec![f]).err().unwrap().to_string();
+    for key in ["protocol", "host", "port", "path", "rewriteEndpoint"] {
+        assert!(
+            err.contains(&format!("flow[0].wsdlRewriter.{key}")),
+            "{key}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soap_proxy_routes_publishes_and_faults() {
     let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
     let dir = tempfile::tempdir().unwrap();
