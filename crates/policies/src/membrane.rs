@@ -15,8 +15,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("echo", "answer with `return: {}`, which sends the request's body back"),
     ("membraneMCPServer", "Membrane's own MCP server is not part of Turnpike: proxy an MCP server as a backend"),
     ("APIsJSON", "the catalogue of APIs is the admin API's `/admin/v1/config`"),
-    ("wsdlPublisher", "a `soapProxy` publishes its WSDL at `?wsdl`"),
-    ("webServiceExplorer", "not supported: a `soapProxy` publishes its WSDL at `?wsdl` for SOAP tools"),
+    ("webServiceExplorer", "its HTML page is not part of Turnpike: a `soapProxy` or `wsdlPublisher` publishes the WSDL at `?wsdl` for SOAP tools"),
     ("sslLog", "`sslLog` runs in a `sslProxy:` document's `interceptors`, not in a flow"),
 ];
 

@@ -29,6 +29,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<turnpike_soap::XmlProtection>(),
     PolicyKind::of::<turnpike_soap::Validator>(),
     PolicyKind::of::<turnpike_soap::Wsdl2OpenApi>(),
+    PolicyKind::of::<turnpike_soap::PublishWsdl>(),
     PolicyKind::of::<turnpike_soap::SampleSoapService>(),
     PolicyKind::of::<turnpike_soap::WsSecurity>(),
     PolicyKind::of::<crate::python::Python>(),

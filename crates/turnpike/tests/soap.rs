@@ -319,6 +319,51 @@ fn cities_wsdl_at(dir: &std::path::Path, address: &str) -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_api_publishes_a_wsdl_as_membranes_manual_soap_proxy() {
+    // `tutorials/soap/90-Manual-SOAPProxy.yaml` with a local WSDL and backend (and without its
+    // web service explorer page).
+    let backend = FixedBackend::start(200, "text/xml", soap11(CITY_RESPONSE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wsdl = cities_wsdl_at(dir.path(), &format!("http://{}/city-service", backend.addr));
+    let gw = TestGateway::start(&format!(
+        r#"gateway: {{ accessLog: false }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path:
+    uri: /my-service
+  flow:
+    - rewriter:
+      - from: "/my-service/?(.*)"
+        to: "/city-service$1"
+    - wsdlPublisher:
+        wsdl: {wsdl}
+    - validator:
+        wsdl: {wsdl}
+  target:
+    url: http://{addr}
+"#,
+        wsdl = wsdl.display(),
+        addr = backend.addr
+    ));
+    let r = get(gw.addr(), "/my-service?wsdl").await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/xml"));
+    let t = r.text();
+    assert!(
+        t.contains("location=\"http://test.local/my-service\""),
+        "{t}"
+    );
+    assert!(!t.contains(&backend.addr.to_string()), "{t}");
+    // Other requests go on: validated, rewritten, forwarded.
+    let ok = std::fs::read(shared("wsdl/city.soap.xml")).unwrap();
+    let r = post(gw.addr(), "/my-service", "text/xml", ok).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(backend.last().0, "/city-service");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wsdl_rewriter_publishes_the_public_address() {
     // Membrane's `tutorials/soap/30-WSDL-Rewriter.yaml`, with a local WSDL: a gateway behind a
     // TLS terminator publishes that address.
