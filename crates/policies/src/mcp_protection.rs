@@ -309,14 +309,13 @@ impl http_body::Body for SseFilter {
     }
 }
 
+/// The `type/subtype` of the message's `Content-Type`, in lower case (`""` without one).
 fn media_type(headers: &http::HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+        .map(turnpike_openapi::media::essence)
+        .unwrap_or_default()
 }
 
 impl Policy for McpProtection {
