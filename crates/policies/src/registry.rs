@@ -177,6 +177,34 @@ pub fn json_schema() -> serde_json::Value {
         "required": ["choose"],
         "additionalProperties": false
     }));
+    alternatives.push(serde_json::json!({
+        "type": "object",
+        "properties": { "webSocket": {
+            "description": "Where the API's WebSocket upgrade requests go instead of its target (`url`, http(s):// or ws(s)://). Frame interceptors (`flow`) are not supported.",
+            "type": ["object", "null"],
+            "properties": { "url": { "type": "string" }, "flow": { "type": "array", "maxItems": 0 } },
+            "additionalProperties": false
+        }},
+        "required": ["webSocket"],
+        "additionalProperties": false
+    }));
+    alternatives.push(serde_json::json!({
+        "type": "object",
+        "properties": { "wsdlRewriter": {
+            "description": "The address the WSDL a soapProxy publishes shows (behind a load balancer or TLS terminator).",
+            "type": "object",
+            "properties": {
+                "host": { "type": "string" },
+                "protocol": { "enum": ["http", "https"] },
+                "port": { "type": ["integer", "string"] },
+                "path": { "type": "string" }
+            },
+            "required": ["host"],
+            "additionalProperties": false
+        }},
+        "required": ["wsdlRewriter"],
+        "additionalProperties": false
+    }));
     let for_settings = generator.subschema_for::<crate::for_loop::ForSettings>();
     alternatives.push(serde_json::json!({
         "type": "object",
@@ -221,6 +249,9 @@ mod tests {
             "validateRequests",
             "jsonpath",
             "wsdl2openapi",
+            "\"abort\"",
+            "\"webSocket\"",
+            "\"wsdlRewriter\"",
         ] {
             assert!(s.contains(key), "{key} missing from schema");
         }
@@ -232,7 +263,9 @@ mod tests {
         let v = jsonschema::validator_for(&schema).unwrap();
         let good = serde_json::json!({"api": {"port": 2000, "flow": [
             {"setHeader": {"name": "X", "value": "y"}},
-            {"request": [{"rateLimiter": {"requestLimit": 1, "requestLimitDuration": "1s"}}]}
+            {"request": [{"rateLimiter": {"requestLimit": 1, "requestLimitDuration": "1s"}}]},
+            {"abort": [{"setHeader": {"name": "X", "value": "y"}}]},
+            {"webSocket": {"url": "ws://127.0.0.1:2"}}
         ], "target": {"url": "http://127.0.0.1:1"}}});
         assert!(
             v.is_valid(&good),

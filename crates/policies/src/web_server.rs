@@ -263,14 +263,6 @@ impl http_body::Body for FileBody {
     }
 }
 
-fn escape_html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
 /// An HTML page listing `entries` (folders with a trailing `/`).
 fn listing(entries: &[(String, bool)]) -> String {
     let mut page = String::from("<!DOCTYPE html>\n<html><body><ul>\n");
@@ -279,7 +271,7 @@ fn listing(entries: &[(String, bool)]) -> String {
         let href = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
         page.push_str(&format!(
             "<li><a href=\"{href}{slash}\">{}{slash}</a></li>\n",
-            escape_html(name)
+            turnpike_soap::xml::escape(name)
         ));
     }
     page.push_str("</ul></body></html>\n");
