@@ -50,12 +50,15 @@ COPY --from=build /usr/local/bin/turnpike /usr/local/bin/turnpike
 # An example configuration: the admin API on 127.0.0.1:9901 (health check), its store in
 # /var/lib/turnpike, one API on port 8080. Mount your own folder on /etc/turnpike.
 COPY --chmod=0644 packaging/turnpike.yaml /etc/turnpike/turnpike.yaml
+# Makes the admin API's token (/var/lib/turnpike/admin.token, mode 0600) at the first start,
+# then runs the binary with the container's arguments.
+COPY --chmod=0755 packaging/docker-entrypoint /usr/local/bin/turnpike-entrypoint
 
 # Documents created through the admin API (and, with etcd, the cached fleet configuration).
 VOLUME ["/var/lib/turnpike"]
 
 # 8080: the example API. 9901: the admin API, reachable from outside the container only when
-# `admin.listen` is 0.0.0.0:9901 (which requires `admin.token`).
+# `admin.listen` is 0.0.0.0:9901 (with the names clients use in `admin.hosts`).
 EXPOSE 8080 9901
 
 USER 10001:10001
@@ -69,5 +72,5 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # SIGTERM drains for up to `gateway.timeouts.shutdown` (30 s by default): give `docker stop`
 # more than that (--stop-timeout / -t, Compose `stop_grace_period`). SIGHUP reloads.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["/usr/local/bin/turnpike"]
+ENTRYPOINT ["/usr/local/bin/turnpike-entrypoint"]
 CMD ["run", "-c", "/etc/turnpike"]

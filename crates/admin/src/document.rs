@@ -130,23 +130,54 @@ pub fn etag(text: &str) -> String {
     format!("\"{hex}\"")
 }
 
-/// `value` with every secret replaced by [`REDACTED`].
+/// Header names whose values are credentials (in `setHeader`-shaped `{name, value}` maps).
+const SECRET_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
+
+/// `value` with every secret replaced by [`REDACTED`]: values of secret keys, the `value` of a
+/// `{name, value}` map naming a credential header, and the user information of URLs
+/// (`redis://user:pass@host` reads `redis://<redacted>@host`).
 pub fn redact(value: &Value) -> Value {
     match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = if SECRET_KEYS.contains(&k.as_str()) {
-                        hide(v)
-                    } else {
-                        redact(v)
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
+        Value::Object(map) => {
+            let secret_header = map.get("name").and_then(Value::as_str).is_some_and(|n| {
+                SECRET_HEADERS
+                    .iter()
+                    .any(|h| n.trim().eq_ignore_ascii_case(h))
+            });
+            Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let v = if SECRET_KEYS.contains(&k.as_str())
+                            || (secret_header && k == "value")
+                        {
+                            hide(v)
+                        } else {
+                            redact(v)
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect(),
+            )
+        }
         Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(s) => Value::String(hide_userinfo(s)),
         other => other.clone(),
+    }
+}
+
+/// `s` with the user information of a URL in it (`scheme://user:pass@`) hidden.
+fn hide_userinfo(s: &str) -> String {
+    let Some(start) = s.find("://").map(|i| i + 3) else {
+        return s.to_owned();
+    };
+    let authority_end = s[start..]
+        .find(['/', '?', '#'])
+        .map_or(s.len(), |i| start + i);
+    match s[start..authority_end].rfind('@') {
+        Some(at) if !s[start..start + at].is_empty() && &s[start..start + at] != REDACTED => {
+            format!("{}{REDACTED}{}", &s[..start], &s[start + at..])
+        }
+        _ => s.to_owned(),
     }
 }
 
@@ -179,6 +210,14 @@ pub fn restore_secrets(submitted: &mut Value, stored: Option<&Value>, path: &str
             }
             _ => vec![path.to_owned()],
         },
+        // A URL whose user information was hidden: the stored URL, if it is the same but that.
+        Value::String(s) if s.contains(REDACTED) => match stored {
+            Some(Value::String(orig)) if hide_userinfo(orig) == *s => {
+                *s = orig.clone();
+                Vec::new()
+            }
+            _ => vec![path.to_owned()],
+        },
         Value::Object(map) => {
             let mut missing = Vec::new();
             for (k, v) in map.iter_mut() {
@@ -206,7 +245,7 @@ pub fn restore_secrets(submitted: &mut Value, stored: Option<&Value>, path: &str
 /// True when `value` holds a [`REDACTED`] string anywhere.
 pub fn has_redacted(value: &Value) -> bool {
     match value {
-        Value::String(s) => s == REDACTED,
+        Value::String(s) => s.contains(REDACTED),
         Value::Object(m) => m.values().any(has_redacted),
         Value::Array(a) => a.iter().any(has_redacted),
         _ => false,
@@ -302,6 +341,40 @@ mod tests {
         assert_eq!(
             restore_secrets(&mut new, None, ""),
             vec!["consumer.credentials.apiKey".to_owned()]
+        );
+    }
+
+    #[test]
+    fn url_credentials_and_credential_headers_are_redacted() {
+        let stored = json!({"api": {"name": "a", "flow": [
+            {"setHeader": {"name": "Authorization", "value": "Basic c2VjcmV0"}},
+            {"setHeader": {"name": "X-Plain", "value": "shown"}},
+            {"rateLimiter": {"store": {"redis": {"url": "redis://user:pa55@10.0.0.9:6379/0"}}}}
+        ], "target": {"url": "http://u:p@backend:8080/x@y"}}});
+        let shown = redact(&stored);
+        let text = shown.to_string();
+        for secret in ["c2VjcmV0", "pa55", "user:", "u:p"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        assert_eq!(shown["api"]["flow"][1]["setHeader"]["value"], "shown");
+        assert_eq!(
+            shown["api"]["flow"][2]["rateLimiter"]["store"]["redis"]["url"],
+            "redis://<redacted>@10.0.0.9:6379/0"
+        );
+        assert_eq!(
+            shown["api"]["target"]["url"],
+            "http://<redacted>@backend:8080/x@y"
+        );
+        // Sent back as read, the stored secrets are kept.
+        let mut back = shown.clone();
+        assert!(restore_secrets(&mut back, Some(&stored), "").is_empty());
+        assert_eq!(back, stored);
+        // A changed host with a hidden password cannot keep the old password.
+        let mut moved = shown.clone();
+        moved["api"]["target"]["url"] = json!("http://<redacted>@elsewhere:8080/");
+        assert_eq!(
+            restore_secrets(&mut moved, Some(&stored), ""),
+            vec!["api.target.url".to_owned()]
         );
     }
 

@@ -5,11 +5,13 @@
 //! The admin API runs on its own thread with its own single-threaded runtime, so that nothing
 //! it does (compiling a configuration, talking to etcd) touches a data-plane worker.
 
+mod confine;
 mod console;
 pub mod dns_watch;
 pub mod document;
 pub mod etcd;
 pub mod flow_service;
+pub mod guard;
 mod live;
 pub mod manager;
 mod routes;
@@ -31,6 +33,7 @@ pub use routes::OPENAPI;
 pub struct Admin {
     manager: Arc<Manager>,
     token: Option<String>,
+
     live: live::Live,
     /// Set when the gateway stops: `/readyz` answers 503.
     pub draining: AtomicBool,
@@ -42,6 +45,7 @@ impl Admin {
         Admin {
             manager,
             token,
+
             live: live::Live::default(),
             draining: AtomicBool::new(false),
         }
@@ -125,6 +129,11 @@ impl AdminServer {
         let socket = listener.try_clone().ok();
         let addr = listener.local_addr()?;
         let tls = settings.tls.clone();
+        let guard = Arc::new(guard::Guard::new(
+            addr,
+            settings.hosts.clone(),
+            tls.is_some(),
+        ));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let serving = Arc::clone(&admin);
         let thread = std::thread::Builder::new()
@@ -140,7 +149,7 @@ impl AdminServer {
                         return;
                     }
                 };
-                rt.block_on(serve(listener, tls, serving, stop_rx));
+                rt.block_on(serve(listener, tls, guard, serving, stop_rx));
             })?;
         tracing::info!("admin API listening on {addr}");
         Ok(AdminServer {
@@ -194,6 +203,7 @@ impl Drop for AdminServer {
 async fn serve(
     listener: std::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
+    guard: Arc<guard::Guard>,
     admin: Arc<Admin>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -218,11 +228,25 @@ async fn serve(
         };
         let admin = Arc::clone(&admin);
         let tls = tls.clone();
+        let guard = Arc::clone(&guard);
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let admin = Arc::clone(&admin);
-                async move { Ok::<_, std::convert::Infallible>(routes::handle(admin, req).await) }
-            });
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let admin = Arc::clone(&admin);
+                    let refused = {
+                        let (parts, body) = req.into_parts();
+                        match guard.check(&parts) {
+                            Some(r) => Err(r),
+                            None => Ok(http::Request::from_parts(parts, body)),
+                        }
+                    };
+                    async move {
+                        Ok::<_, std::convert::Infallible>(match refused {
+                            Ok(req) => routes::handle(admin, req).await,
+                            Err(r) => r,
+                        })
+                    }
+                });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let result = match tls {
                 Some(cfg) => match turnpike_tls::accept(cfg, tcp).await {

@@ -134,6 +134,8 @@ pub struct Manager {
     state: Mutex<State>,
     started: Instant,
     etcd: OnceLock<Arc<Etcd>>,
+    /// Folders `webServer` policies of stored documents may serve (none until set).
+    doc_bases: OnceLock<Vec<PathBuf>>,
 }
 
 fn now_secs() -> u64 {
@@ -190,7 +192,20 @@ impl Manager {
             }),
             started: Instant::now(),
             etcd: OnceLock::new(),
+            doc_bases: OnceLock::new(),
         })
+    }
+
+    /// Lets `webServer` policies of documents written through the API serve the folders
+    /// `dirs` (canonical paths; `admin.allowedDocBases`). Without it they may serve none.
+    pub fn allow_doc_bases(&self, dirs: Vec<PathBuf>) {
+        let _ = self.doc_bases.set(dirs);
+    }
+
+    /// The errors of a document about to be stored that opens what the operator did not allow.
+    fn confined(&self, store: &DirStore, doc: &Doc) -> Vec<DocError> {
+        let allowed = self.doc_bases.get().map_or(&[][..], Vec::as_slice);
+        crate::confine::check(doc, store.root(), allowed)
     }
 
     /// Makes etcd the store: changes are written there, and arrive through its watch.
@@ -558,6 +573,10 @@ impl Manager {
                 message: format!("the name `{}` differs from the URL's `{name}`", doc.name),
             }]));
         }
+        let refused = self.confined(store, &doc);
+        if !refused.is_empty() {
+            return Err(ChangeError::Invalid(refused));
+        }
         let mut state = self.lock();
         let current = self.stored_for_write(&state, kind, name)?;
         let text = self.store_text(&mut doc, current.as_ref(), text)?;
@@ -713,6 +732,11 @@ impl Manager {
             };
             for mut doc in docs {
                 check_name(&doc.name)?;
+                let refused = self.confined(store, &doc);
+                if !refused.is_empty() {
+                    errors.extend(refused.into_iter().map(|e| shifted(e, offset)));
+                    continue;
+                }
                 let current = self.stored_for_write(&state, doc.kind, &doc.name)?;
                 let text = self.store_text(&mut doc, current.as_ref(), slice)?;
                 let path = store.path(doc.kind, &doc.name);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use turnpike_config::{AdminConfig, ConfigErrors, ConfigSet, Located};
+use turnpike_config::{AdminAuth, AdminConfig, ConfigErrors, ConfigSet, Located};
 
 use crate::base_dir;
 
@@ -19,8 +19,13 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9901";
 pub struct AdminSettings {
     /// The listening address.
     pub listen: SocketAddr,
-    /// The bearer token requests must carry, if any.
+    /// The bearer token requests must carry (from `token` or `tokenFile`), if any.
     pub token: Option<String>,
+    /// Host names `Host` may name beyond loopback and the listen address (lowercase;
+    /// `*.example.com` for every name below `example.com`).
+    pub hosts: Vec<String>,
+    /// Folders that `webServer` policies of stored documents may serve (canonical paths).
+    pub allowed_doc_bases: Vec<PathBuf>,
     /// TLS for the listener.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Where documents are stored.
@@ -95,20 +100,81 @@ fn compile_admin(a: &Located<AdminConfig>, errors: &mut ConfigErrors) -> Option<
             None
         }
     };
-    let token = cfg.token.clone();
+    let (token, token_key) = match (&cfg.token, &cfg.token_file) {
+        (Some(_), Some(_)) => {
+            errors.push(a.error("tokenFile", "give `token` or `tokenFile`, not both"));
+            (None, "token")
+        }
+        (Some(t), None) => (Some(t.clone()), "token"),
+        (None, Some(f)) => (read_token_file(a, f, errors), "tokenFile"),
+        (None, None) => (None, "token"),
+    };
     if let Some(t) = &token {
         if t.len() < 16 {
-            errors.push(a.error("token", "must be at least 16 characters"));
+            errors.push(a.error(token_key, "must be at least 16 characters"));
         } else if t.bytes().any(|b| !b.is_ascii_graphic()) {
-            errors.push(a.error("token", "must be visible ASCII characters only"));
+            errors.push(a.error(token_key, "must be visible ASCII characters only"));
         }
     }
+    let open = cfg.auth == Some(AdminAuth::None);
+    let has_token = cfg.token.is_some() || cfg.token_file.is_some();
+    if open && has_token {
+        errors.push(a.error(
+            "auth",
+            "`none` contradicts the token given: remove one of them",
+        ));
+    }
     if let Some(addr) = listen {
-        if !addr.ip().is_loopback() && token.is_none() {
+        if !addr.ip().is_loopback() {
+            if open {
+                errors.push(a.error(
+                    "auth",
+                    format!("`none` is for a loopback `listen` only, not {addr}"),
+                ));
+            } else if !has_token {
+                errors.push(a.error(
+                    "token",
+                    format!("the admin API listens on {addr}, beyond this machine: it needs a `token` or `tokenFile`"),
+                ));
+            }
+        }
+    }
+    if cfg.store.is_some() && !open && !has_token {
+        errors.push(a.error(
+            "store",
+            "a writable admin API (with a `store`) needs a `token` or `tokenFile`, on loopback too: any local process or web page could change the gateway. `auth: none` turns this off (for a developer's laptop only)",
+        ));
+    }
+    let mut hosts = Vec::new();
+    for (i, h) in cfg.hosts.iter().enumerate() {
+        let name = h.trim().to_ascii_lowercase();
+        let bare = name.strip_prefix("*.").unwrap_or(&name);
+        let valid = !bare.is_empty()
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+        if !valid {
             errors.push(a.error(
-                "token",
-                format!("the admin API listens on {addr}, beyond this machine: it needs a `token`"),
+                &format!("hosts[{i}]"),
+                format!("`{h}` is not a host name (or `*.` and a domain)"),
             ));
+            continue;
+        }
+        hosts.push(name);
+    }
+    let mut allowed_doc_bases = Vec::new();
+    for (i, d) in cfg.allowed_doc_bases.iter().enumerate() {
+        let dir = base_dir(a).join(d);
+        match std::fs::canonicalize(&dir) {
+            Ok(p) if p.is_dir() => allowed_doc_bases.push(p),
+            Ok(_) => errors.push(a.error(
+                &format!("allowedDocBases[{i}]"),
+                format!("{} is not a folder", dir.display()),
+            )),
+            Err(e) => errors.push(a.error(
+                &format!("allowedDocBases[{i}]"),
+                format!("cannot open {}: {e}", dir.display()),
+            )),
         }
     }
     let tls = cfg.ssl.as_ref().and_then(|ssl| {
@@ -185,8 +251,70 @@ fn compile_admin(a: &Located<AdminConfig>, errors: &mut ConfigErrors) -> Option<
     Some(AdminSettings {
         listen: listen?,
         token,
+        hosts,
+        allowed_doc_bases,
         tls,
         store,
         at: a.origin.key_at(&a.key).to_string(),
     })
+}
+
+/// Reads the token of `tokenFile`: its first line, from a file no other user may read.
+fn read_token_file(
+    a: &Located<AdminConfig>,
+    file: &str,
+    errors: &mut ConfigErrors,
+) -> Option<String> {
+    let path = base_dir(a).join(file);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(a.error("tokenFile", format!("cannot read {}: {e}", path.display())));
+            return None;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(&path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                errors.push(a.error(
+                    "tokenFile",
+                    format!(
+                        "{} has mode {mode:04o}: other users can read the token; `chmod 600` it",
+                        path.display()
+                    ),
+                ));
+                return None;
+            }
+        }
+    }
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.is_empty() {
+        errors.push(a.error("tokenFile", format!("{} holds no token", path.display())));
+        return None;
+    }
+    Some(token)
+}
+
+/// What is valid but unwise in the `admin:` document, each as `file:line:column: key: message`
+/// (`turnpike validate` prints them; `run` logs them).
+pub fn warnings(set: &ConfigSet) -> Vec<String> {
+    let Some(a) = &set.admin else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if a.value.auth == Some(AdminAuth::None) {
+        let change = if a.value.store.is_some() {
+            "change"
+        } else {
+            "reload"
+        };
+        out.push(format!(
+            "{}: `auth: none`: any local process may read and {change} the configuration through the admin API; for a developer's laptop only",
+            a.origin.at(&a.join("auth")),
+        ));
+    }
+    out
 }

@@ -28,6 +28,7 @@ pub fn settings(g: &GatewaySettings) -> Settings {
         max_headers: limits.max_headers.unwrap_or(100),
         max_body_size: limits.max_body_size.map_or(100 << 20, |s| s.0),
         max_uri_length: limits.max_uri_length.map_or(8 << 10, |s| s.0 as usize),
+        forward_trailers: g.forward_trailers.0,
         max_connections_per_ip: limits.max_connections_per_ip,
         request_id_header: request_id
             .header

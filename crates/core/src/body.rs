@@ -294,3 +294,103 @@ impl Body {
         }
     }
 }
+
+/// A request body on its way to a backend with its trailer fields dropped, or (`keep`) only
+/// those RFC 9110 §6.5.1 does not forbid in trailers.
+pub struct Trailers {
+    inner: Body,
+    keep: bool,
+}
+
+impl Trailers {
+    /// `body` with its trailers dropped, or filtered when `keep`.
+    pub fn filter(body: Body, keep: bool) -> Body {
+        Body::stream(Trailers { inner: body, keep })
+    }
+}
+
+/// Whether a field may not be sent as a trailer (RFC 9110 §6.5.1): framing, routing, request
+/// modifiers and controls, authentication, response control data, content processing.
+pub fn forbidden_in_trailers(name: &http::HeaderName) -> bool {
+    use http::header::*;
+    matches!(
+        *name,
+        TRANSFER_ENCODING
+            | CONTENT_LENGTH
+            | HOST
+            | CACHE_CONTROL
+            | EXPECT
+            | MAX_FORWARDS
+            | PRAGMA
+            | RANGE
+            | TE
+            | IF_MATCH
+            | IF_NONE_MATCH
+            | IF_MODIFIED_SINCE
+            | IF_UNMODIFIED_SINCE
+            | IF_RANGE
+            | AUTHORIZATION
+            | PROXY_AUTHORIZATION
+            | WWW_AUTHENTICATE
+            | PROXY_AUTHENTICATE
+            | COOKIE
+            | SET_COOKIE
+            | AGE
+            | EXPIRES
+            | DATE
+            | LOCATION
+            | RETRY_AFTER
+            | VARY
+            | CONTENT_ENCODING
+            | CONTENT_TYPE
+            | CONTENT_RANGE
+            | TRAILER
+            | CONNECTION
+            | UPGRADE
+    ) || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+impl http_body::Body for Trailers {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => {
+                if !this.keep {
+                    return Poll::Ready(None);
+                }
+                let Ok(mut fields) = frame.into_trailers() else {
+                    return Poll::Ready(None);
+                };
+                let names: Vec<http::HeaderName> = fields
+                    .keys()
+                    .filter(|n| forbidden_in_trailers(n))
+                    .cloned()
+                    .collect();
+                for n in names {
+                    fields.remove(n);
+                }
+                if fields.is_empty() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Ready(Some(Ok(Frame::trailers(fields))))
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

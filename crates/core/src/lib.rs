@@ -9,6 +9,7 @@ pub mod civil;
 pub mod error_format;
 pub mod exchange;
 pub mod json;
+pub mod json_strict;
 pub mod jsonpath;
 pub mod policy;
 pub mod problem;

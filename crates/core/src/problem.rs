@@ -55,6 +55,8 @@ pub mod types {
         URI_TOO_LONG = ("uri-too-long", URI_TOO_LONG, "Request target too long", "uri too long");
         /// The client paused longer than `timeouts.bodyRead` while sending the request body.
         BODY_TIMEOUT = ("body-timeout", REQUEST_TIMEOUT, "The request body did not arrive in time", "body timeout");
+        /// The request line and header fields are larger than `limits.maxHeaderSize`.
+        HEADERS_TOO_LARGE = ("headers-too-large", REQUEST_HEADER_FIELDS_TOO_LARGE, "Request header fields too large", "headers too large");
         /// The request body is larger than `limits.maxBodySize` or a `requestSizeLimit`.
         BODY_TOO_LARGE = ("body-too-large", PAYLOAD_TOO_LARGE, "Request body too large", "body too large");
         /// A `rewriter` produced a path that is not a valid URI path.
@@ -135,6 +137,11 @@ pub mod types {
         CONFLICT = ("conflict", CONFLICT, "The change conflicts with the running configuration", "conflict");
         /// Admin API: the document store (its folder, or etcd) failed.
         STORE_UNAVAILABLE = ("store-unavailable", SERVICE_UNAVAILABLE, "The document store is unavailable", "store unavailable");
+        /// Admin API: `Host` names neither this machine, the listen address nor one of
+        /// `admin.hosts` (a DNS-rebinding page).
+        MISDIRECTED = ("misdirected", MISDIRECTED_REQUEST, "This server does not answer to that host name", "misdirected");
+        /// Admin API: a browser request from another origin (`Origin`, `Sec-Fetch-Site`).
+        CROSS_ORIGIN = ("cross-origin", FORBIDDEN, "Cross-origin requests are refused", "cross origin");
         /// The gateway failed in a way the request did not cause.
         INTERNAL = ("internal", INTERNAL_SERVER_ERROR, "Internal error", "internal");
         /// The API's flow did not answer and it has no target.

@@ -38,6 +38,10 @@ pub struct CallSettings {
     /// `jsonpath` or `xpath` for expressions on the request's body.
     #[serde(default)]
     pub language: Option<ExpressionLanguage>,
+    /// Send the client's `Authorization`, `Proxy-Authorization` and `Cookie` headers along
+    /// (default: not; the called service gets no credentials it was not meant to have).
+    #[serde(default)]
+    pub forward_credentials: bool,
 }
 
 #[derive(Debug)]
@@ -53,6 +57,8 @@ enum Url {
 pub struct Call {
     url: Url,
     method: Method,
+    /// Whether the client's credentials go along.
+    forward_credentials: bool,
     /// The request's body goes with the callout (`POST`, `PUT`, `PATCH`).
     with_body: bool,
     limits: Outbound,
@@ -81,7 +87,8 @@ impl PolicyFactory for Call {
                 .map_err(|_| err("method", format!("`{m}` is not an HTTP method")))?,
         };
         let with_body = method == Method::POST || method == Method::PUT || method == Method::PATCH;
-        let (url, https) = if c.url.contains("${") {
+        let (url, https) = if let Some(at) = c.url.find("${") {
+            fixed_origin(&c.url[..at]).map_err(|m| err("url", m))?;
             let t = compile_template(&c.url, c.language, ctx).map_err(|m| err("url", m))?;
             let https = !c
                 .url
@@ -111,6 +118,7 @@ impl PolicyFactory for Call {
         Ok(Call {
             url,
             method,
+            forward_credentials: c.forward_credentials,
             with_body,
             limits: Outbound::of(ctx),
             tls,
@@ -125,8 +133,9 @@ impl Call {
         let url = match &self.url {
             Url::Fixed(u) => u.clone(),
             Url::Template(t) => {
+                // Each value is one path segment or query value, encoded as in `target.url`.
                 t.prepare(ex, Message::Request);
-                t.render_for(ex, Message::Request).into_owned()
+                t.render_uri(ex)
             }
         };
         let request_id = ex.request_id.to_str().unwrap_or("").to_owned();
@@ -182,6 +191,7 @@ impl Call {
         for (name, value) in &ex.request.headers {
             if outbound::hop_by_hop(name)
                 || name == header::HOST
+                || (!self.forward_credentials && credential(name))
                 // The answer is kept as it comes: ask for it uncompressed.
                 || name == header::ACCEPT_ENCODING
                 || (!self.with_body && name == header::CONTENT_TYPE)
@@ -225,6 +235,26 @@ fn apply(ex: &mut Exchange, reply: Reply) {
     ex.request_body = turnpike_core::Body::full(body);
     turnpike_core::json::forget_request_json(ex);
     ex.extensions.remove::<BodyInspected>();
+}
+
+/// Whether `name` carries the client's credentials.
+fn credential(name: &header::HeaderName) -> bool {
+    name == header::AUTHORIZATION || name == header::PROXY_AUTHORIZATION || name == header::COOKIE
+}
+
+/// Checks that the text before a URL template's first placeholder fixes the scheme, host and
+/// port (`http://host:port/` or `…?`): no value a request sends can choose where the callout
+/// goes.
+fn fixed_origin(prefix: &str) -> Result<(), String> {
+    let lower = prefix.trim_start().to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"))
+        .ok_or("a placeholder in the scheme: the URL must start with `http://` or `https://` as written")?;
+    match rest.find(['/', '?']) {
+        Some(end) if end > 0 => Ok(()),
+        _ => Err("a placeholder in the host or port: write `scheme://host:port/` before the first placeholder (values go into the path and query only)".to_owned()),
+    }
 }
 
 /// Logs a failed callout with the request id and answers with its problem.
@@ -330,6 +360,52 @@ mod tests {
         }
     }
 
+    /// A header or body value cannot leave its path segment: `../../admin?x=1` stays one
+    /// segment, and a JSONPath value cannot add a host; credentials go only when asked.
+    #[tokio::test(flavor = "current_thread")]
+    async fn values_are_encoded_and_credentials_stay_home() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let (addr, seen) = server().await;
+                let p = compile(serde_json::json!({
+                    "url": format!("http://{addr}/c/${{header.X}}?q=${{header.X}}")
+                }))
+                .unwrap();
+                let mut ex = exchange(
+                    "GET",
+                    "/in",
+                    &[("x", "../../admin?x=1"), ("cookie", "s=1")],
+                    "",
+                );
+                assert!(matches!(run(&p, &mut ex).await, Outcome::Continue));
+                let (_, uri, headers, _) = seen.lock().unwrap()[0].clone();
+                assert_eq!(uri, "/c/..%2F..%2Fadmin%3Fx%3D1?q=..%2F..%2Fadmin%3Fx%3D1");
+                assert!(headers.get("cookie").is_none());
+                let p = compile(serde_json::json!({
+                    "url": format!("http://{addr}/j/${{$.key}}.json"),
+                    "language": "jsonpath",
+                    "method": "POST",
+                    "forwardCredentials": true,
+                }))
+                .unwrap();
+                let mut ex = exchange(
+                    "POST",
+                    "/in",
+                    &[
+                        ("content-type", "application/json"),
+                        ("authorization", "Bearer t"),
+                    ],
+                    r#"{"key": "@evil.example:81/x"}"#,
+                );
+                assert!(matches!(run(&p, &mut ex).await, Outcome::Continue));
+                let (_, uri, headers, _) = seen.lock().unwrap()[1].clone();
+                assert_eq!(uri, "/j/%40evil.example%3A81%2Fx.json");
+                assert_eq!(headers["authorization"], "Bearer t");
+            })
+            .await;
+    }
+
     #[test]
     fn settings() {
         let p = compile(serde_json::json!({"url": "http://localhost:3000/login"})).unwrap();
@@ -349,6 +425,12 @@ mod tests {
             serde_json::json!({"url": "/relative"}),
             serde_json::json!({"url": "http://x/", "method": "NO PE"}),
             serde_json::json!({"url": "http://x/${nope nope}"}),
+            // Placeholders may not choose the scheme, host or port.
+            serde_json::json!({"url": "${property.url}"}),
+            serde_json::json!({"url": "http${property.s}://x/"}),
+            serde_json::json!({"url": "http://${header.host}/x"}),
+            serde_json::json!({"url": "http://x:${header.port}/x"}),
+            serde_json::json!({"url": "http://127.0.0.1${$.key}.json", "language": "jsonpath"}),
         ] {
             assert!(compile(bad.clone()).is_err(), "{bad}");
         }
@@ -382,7 +464,10 @@ mod tests {
                 assert!(matches!(run(&p, &mut ex).await, Outcome::Continue));
                 let (method, uri, headers, body) = seen.lock().unwrap()[0].clone();
                 assert_eq!((method.as_str(), uri.as_str()), ("GET", "/products/7"));
-                assert_eq!(headers["authorization"], "Bearer t");
+                assert!(
+                    headers.get("authorization").is_none(),
+                    "not sent unless asked"
+                );
                 assert_eq!(headers["host"], addr.to_string().as_str());
                 assert!(headers.get("content-type").is_none());
                 assert!(headers.get("accept-encoding").is_none());
@@ -437,12 +522,7 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
-        // A template that renders no URL.
-        let p = compile(serde_json::json!({"url": "${property.none}"})).unwrap();
-        match run(&p, &mut ex).await {
-            Outcome::Reject(pr) => assert_eq!(pr.kind(), "internal"),
-            o => panic!("{o:?}"),
-        }
+
         // A server that accepts and never answers: the timeout.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut p = compile(serde_json::json!({

@@ -82,13 +82,17 @@ impl McpProtection {
     /// or the error to answer with.
     fn check_request(&self, body: &[u8]) -> Result<Vec<Value>, RpcError> {
         let batch = looks_like_batch(body);
-        let root: Value = serde_json::from_slice(body).map_err(|_| {
-            RpcError::new(
-                batch,
-                StatusCode::BAD_REQUEST,
-                INVALID_REQUEST,
-                "Invalid JSON-RPC payload",
-            )
+        let root: Value = turnpike_core::json_strict::parse_unique(body).map_err(|e| {
+            // Two members of one name: parsers disagree on which counts, so it is refused.
+            let message = if e.contains("duplicate member") {
+                format!(
+                    "Invalid JSON-RPC payload: {}",
+                    e.split(" at line").next().unwrap_or(&e)
+                )
+            } else {
+                "Invalid JSON-RPC payload".to_owned()
+            };
+            RpcError::new(batch, StatusCode::BAD_REQUEST, INVALID_REQUEST, message)
         })?;
         let messages: Vec<&Value> = match &root {
             Value::Array(items) => items.iter().collect(),
@@ -104,6 +108,22 @@ impl McpProtection {
                     "A JSON-RPC message must be an object.",
                 ));
             };
+            let variant =
+                turnpike_core::json_strict::case_variant(o, &["jsonrpc", "method", "id", "params"])
+                    .or_else(|| {
+                        o.get("params").and_then(Value::as_object).and_then(|p| {
+                            turnpike_core::json_strict::case_variant(p, &["name", "arguments"])
+                        })
+                    });
+            if let Some(m) = variant {
+                return Err(RpcError::new(
+                    batch,
+                    StatusCode::BAD_REQUEST,
+                    INVALID_REQUEST,
+                    format!("Invalid JSON-RPC request: {m}"),
+                ));
+            }
+
             match o.get("method").and_then(Value::as_str) {
                 Some("tools/call") => {
                     let id = o.get("id");

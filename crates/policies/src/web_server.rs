@@ -361,6 +361,8 @@ impl Policy for WebServer {
             let outcome = match found.await {
                 Found::Missing => not_found(),
                 Found::Redirect => {
+                    // Never `//host` or `\host`: a browser reads those as another site.
+                    let path = format!("/{}", path.trim_start_matches(['/', '\\']));
                     let to = match query {
                         Some(q) => format!("{path}/?{q}"),
                         None => format!("{path}/"),

@@ -50,6 +50,9 @@ pub struct Settings {
     pub max_body_size: u64,
     /// Longest request target (path and query).
     pub max_uri_length: usize,
+    /// Request trailers go on to the backend (`gateway.forwardTrailers`; without forbidden
+    /// fields); else they are dropped.
+    pub forward_trailers: bool,
     /// Most connections per client IP on each worker (`None`: no limit).
     pub max_connections_per_ip: Option<u32>,
     /// The header of the request id.

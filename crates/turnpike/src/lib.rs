@@ -70,6 +70,16 @@ impl Control {
             None => None,
         };
         let manager = Arc::new(Manager::start(sources, store).map_err(|e| anyhow::anyhow!("{e}"))?);
+        if let Some(s) = &settings {
+            manager.allow_doc_bases(s.allowed_doc_bases.clone());
+        }
+        for w in set
+            .as_ref()
+            .map(turnpike_compile::admin::warnings)
+            .unwrap_or_default()
+        {
+            tracing::warn!("{w}");
+        }
         if let Some(etcd) = settings
             .as_ref()
             .and_then(|s| s.store.as_ref())

@@ -110,7 +110,10 @@ fn init_logging() {
 
 fn validate(config: &[PathBuf]) -> ExitCode {
     match turnpike::load_and_compile(config) {
-        Ok((_, snap)) => {
+        Ok((set, snap)) => {
+            for w in turnpike_compile::admin::warnings(&set) {
+                eprintln!("warning: {w}");
+            }
             let apis: usize = snap.listeners.values().map(|l| l.router.len()).sum();
             println!(
                 "configuration OK: {apis} APIs on {} listeners",

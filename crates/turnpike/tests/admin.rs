@@ -24,7 +24,7 @@ struct Harness {
 
 fn base_yaml(extra_admin: &str) -> String {
     format!(
-        "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  store: {{ dir: store }}\n{extra_admin}---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
+        "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  hosts: [test.local]\n  store: {{ dir: store }}\n{extra_admin}---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
     )
 }
 
@@ -510,4 +510,199 @@ async fn the_admin_api_holds_to_its_openapi_document() {
         "schemathesis failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The attack of a DNS-rebinding page: its own name resolves to 127.0.0.1, so the browser
+/// sends `Host: rebind.attacker.example` and its `Origin`. Refused before the token is looked
+/// at, with nothing stored; a foreign `Origin` alone is refused too; the console likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_rebinding_and_cross_origin_requests_are_refused() {
+    let h = Harness::start(&base_yaml(""));
+    let a = h.admin();
+    let own = format!("127.0.0.1:{}", a.port());
+    let evil = "api:\n  name: evil\n  port: 0\n  ip: 127.0.0.1\n  flow: [ { return: { status: 200, body: owned } } ]\n";
+    let put = |host: &str, origin: Option<&str>| {
+        let mut b = http::Request::builder()
+            .method("PUT")
+            .uri("/admin/v1/apis/evil")
+            .header("host", host)
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/yaml");
+        if let Some(o) = origin {
+            b = b.header("origin", o);
+        }
+        b.body(Full::new(Bytes::from(evil))).unwrap()
+    };
+    let r = send(
+        a,
+        put(
+            "rebind.attacker.example:9901",
+            Some("http://rebind.attacker.example:9901"),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 421, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:misdirected");
+    let r = send(a, put(&own, Some("http://rebind.attacker.example"))).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:cross-origin");
+    let r = send(a, put(&own, Some("null"))).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        h.call("GET", "/admin/v1/apis/evil", "", &[]).await.status,
+        404,
+        "nothing was stored"
+    );
+    // The console and the metrics answer the same way.
+    for path in ["/console", "/metrics", "/admin/v1/config"] {
+        let r = get_with(a, path, &[("host", "rebind.attacker.example")]).await;
+        assert_eq!(r.status, 421, "{path}");
+    }
+    // The probes answer whatever the name.
+    let r = get_with(a, "/healthz", &[("host", "rebind.attacker.example")]).await;
+    assert_eq!(r.status, 200);
+    // The listener's own origin, and names of this machine, are served.
+    let r = send(a, put(&own, Some(&format!("http://{own}")))).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = send(a, put(&format!("localhost:{}", a.port()), None)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut h = h;
+    h.control.take().unwrap().shutdown();
+}
+
+#[test]
+fn a_writable_admin_api_needs_a_token_unless_auth_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.yaml");
+    std::fs::write(
+        &file,
+        "admin:\n  listen: 127.0.0.1:0\n  store: { dir: store }\n",
+    )
+    .unwrap();
+    let err = turnpike::load_and_compile(std::slice::from_ref(&file))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("g.yaml:3:"), "{err}");
+    assert!(err.contains("needs a `token` or `tokenFile`"), "{err}");
+    // `auth: none` is explicit, on loopback only, and `validate` warns about it.
+    std::fs::write(
+        &file,
+        "admin:\n  listen: 127.0.0.1:0\n  auth: none\n  store: { dir: store }\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnpike"))
+        .args(["validate", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: ") && stderr.contains("g.yaml:3:9: admin.auth"),
+        "{stderr}"
+    );
+    std::fs::write(&file, "admin:\n  listen: 0.0.0.0:0\n  auth: none\n").unwrap();
+    let err = turnpike::load_and_compile(std::slice::from_ref(&file))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("loopback `listen` only"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_can_come_from_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("admin.token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file = dir.path().join("g.yaml");
+    std::fs::write(
+        &file,
+        "admin:\n  listen: 127.0.0.1:0\n  tokenFile: admin.token\n  store: { dir: store }\n",
+    )
+    .unwrap();
+    let err = turnpike::load_and_compile(std::slice::from_ref(&file))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mode 0644") && err.contains("chmod 600"),
+        "{err}"
+    );
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let a = control.admin_addr().unwrap();
+    let host = format!("127.0.0.1:{}", a.port());
+    assert_eq!(
+        get_with(a, "/admin/v1/status", &[("host", &host)])
+            .await
+            .status,
+        401
+    );
+    let bearer = format!("Bearer {TOKEN}");
+    let r = get_with(
+        a,
+        "/admin/v1/status",
+        &[("host", &host), ("authorization", &bearer)],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    control.shutdown();
+}
+
+/// A stored API may not publish the gateway's own files with `webServer`, nor may the API
+/// write documents of the kinds that only files hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_documents_open_only_what_the_operator_allowed() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("index.html"), "public page").unwrap();
+    let extra = format!("  allowedDocBases: [\"{}\"]\n", site.path().display());
+    let h = Harness::start(&base_yaml(&extra));
+    let t = h.traffic();
+    let conf = h.dir.path().display().to_string();
+    let serve = |base: &str| {
+        format!("api:\n  name: files\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /files }}\n  flow:\n    - rewriter: {{ mappings: [ {{ from: \"^/files/?(.*)\", to: \"/$1\" }} ] }}\n    - webServer: {{ docBase: \"{base}\" }}\n")
+    };
+    for base in [conf.as_str(), "..", "/etc"] {
+        let r = h
+            .call("PUT", "/admin/v1/apis/files", &serve(base), &[])
+            .await;
+        assert_eq!(r.status, 422, "{base}: {}", r.text());
+        let p = r.json();
+        let e = &p["errors"][0];
+        assert_eq!(e["key"], "api.flow[1].webServer.docBase", "{p}");
+        assert_eq!(e["line"], 8, "{p}");
+        assert!(
+            e["message"].as_str().unwrap().contains("allowedDocBases"),
+            "{p}"
+        );
+        let r = h
+            .call("POST", "/admin/v1/validate", &serve(base), &[])
+            .await;
+        assert_eq!(r.status, 422, "{}", r.text());
+    }
+    let r = get(t, "/files/gateway.yaml").await;
+    assert_eq!(r.status, 404, "the configuration is not served");
+    // Inside an allowed folder it works.
+    let r = h
+        .call(
+            "PUT",
+            "/admin/v1/apis/files",
+            &serve(&site.path().display().to_string()),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(get(t, "/files/index.html").await.text(), "public page");
+    // Kinds that only files may hold.
+    for doc in [
+        "proxy:\n  port: 0\n",
+        "gateway:\n  threads: 1\n",
+        "admin:\n  listen: 127.0.0.1:0\n",
+    ] {
+        let r = h.call("PUT", "/admin/v1/apis/files", doc, &[]).await;
+        assert_eq!(r.status, 422, "{doc}: {}", r.text());
+    }
+    let mut h = h;
+    h.control.take().unwrap().shutdown();
 }

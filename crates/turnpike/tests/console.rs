@@ -20,7 +20,7 @@ fn config(backend: u16) -> String {
     format!(
         r#"gateway: {{ threads: 1, accessLog: false }}
 ---
-admin: {{ listen: "127.0.0.1:0", token: {TOKEN} }}
+admin: {{ listen: "127.0.0.1:0", token: {TOKEN}, hosts: [test.local] }}
 ---
 telemetry:
   exchangeStore: {{ size: 50, bodyBytes: 16 }}

@@ -31,7 +31,7 @@ impl Node {
         std::fs::write(
             &file,
             format!(
-                "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  store:\n    dir: cache\n    etcd: {{ endpoints: [\"{endpoint}\"], prefix: /tp, timeout: 1s }}\n---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
+                "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  hosts: [test.local]\n  store:\n    dir: cache\n    etcd: {{ endpoints: [\"{endpoint}\"], prefix: /tp, timeout: 1s }}\n---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
             ),
         )
         .unwrap();

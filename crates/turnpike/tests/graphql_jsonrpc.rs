@@ -290,6 +290,19 @@ async fn json_rpc_allow_deny_and_batches_as_in_membranes_tutorial() {
     let r = post(addr, "/", json, "{not json").await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["message"], "Invalid JSON-RPC payload");
+    // Parser differentials: a second `method`, or one differing only in case, is refused and
+    // never reaches the backend.
+    let seen = backend.count();
+    for attack in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"deleteAll"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","Method":"deleteAll"}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"deleteAll"}]"#,
+    ] {
+        let r = post(addr, "/", json, attack).await;
+        assert_eq!(r.status, 400, "{attack}: {}", r.text());
+    }
+    assert_eq!(backend.count(), seen);
+
     let r = post(
         addr,
         "/",

@@ -98,6 +98,7 @@ async fn heads_targets_and_bodies_over_their_limits_get_their_status() {
         String::from_utf8_lossy(&reply)
     );
     let many: String = (0..30).map(|i| format!("X-H{i}: v\r\n")).collect();
+
     let many_head = format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n");
     let (reply, _) = raw(a, many_head.as_bytes(), Duration::from_secs(3)).await;
     assert_eq!(
@@ -130,6 +131,18 @@ async fn heads_targets_and_bodies_over_their_limits_get_their_status() {
         String::from_utf8_lossy(&reply)
     );
     assert_eq!(backend.count(), 0);
+    // The limit is exact: a head of 8KB passes, one byte more is 431 (hyper's read buffer
+    // alone lets heads well beyond it through).
+    for (extra, status) in [(0, 200), (1, 431)] {
+        let frame = "GET / HTTP/1.1\r\nHost: x\r\nX-Big: \r\n\r\n".len();
+        let head = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(8192 - frame + extra)
+        );
+        assert_eq!(head.len(), 8192 + extra);
+        let (reply, _) = raw(a, head.as_bytes(), Duration::from_secs(3)).await;
+        assert_eq!(status_of(&reply), status, "{extra}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -435,6 +448,64 @@ async fn xml_policies_in_a_plain_api_answer_soap_requests_with_faults() {
                 "urn:turnpike:problem:xml-protection",
                 "{ct}"
             );
+        }
+    }
+}
+
+/// A backend that records the raw bytes of one chunked request and answers 200.
+async fn raw_chunked_backend() -> (u16, tokio::sync::oneshot::Receiver<String>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if let Some(end) = text.find("\r\n0\r\n") {
+                if text[end + 5..].contains("\r\n\r\n") || text[end + 5..].starts_with("\r\n") {
+                    break;
+                }
+            }
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        let _ = tx.send(String::from_utf8_lossy(&got).into_owned());
+    });
+    (port, rx)
+}
+
+/// Request trailers do not reach the backend unless `forwardTrailers`, and even then never
+/// the fields RFC 9110 forbids in trailers (`Host`, `Authorization`, `Transfer-Encoding`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_trailers_are_dropped_or_filtered() {
+    let request = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\nX-Checksum: abc\r\nAuthorization: Bearer smuggled\r\nHost: admin.internal\r\nTransfer-Encoding: gzip\r\n\r\n";
+    for (forward, expect_checksum) in [("", false), (", forwardTrailers: true", true)] {
+        let (port, seen) = raw_chunked_backend().await;
+        let gw = gateway(port, forward);
+        let (reply, _) = raw(gw.addr(), request.as_bytes(), Duration::from_secs(5)).await;
+        assert_eq!(
+            status_of(&reply),
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+        let sent = seen.await.unwrap().to_ascii_lowercase();
+        let trailers = &sent[sent.find("\r\n0\r\n").unwrap()..];
+        assert_eq!(
+            trailers.contains("x-checksum: abc"),
+            expect_checksum,
+            "{sent}"
+        );
+        for forbidden in ["authorization", "admin.internal", "transfer-encoding"] {
+            assert!(!trailers.contains(forbidden), "{forbidden}: {sent}");
         }
     }
 }

@@ -232,3 +232,44 @@ async fn mcp_protection_as_in_membranes_tutorial() {
         seen.extend_from_slice(&buf[..n]);
     }
 }
+
+/// Parser differentials: a second `name` (or `method`) member, or one that differs only in
+/// case, would let a backend act on a tool the allow-list never saw. Each is refused with 400
+/// and nothing reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_and_case_variant_members_are_refused() {
+    let server = McpServer::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  flow:
+    - mcpProtection:
+        tools:
+          - allow: '^listProxies$'
+          - deny: '.*'
+  target:
+    url: http://{}
+"#,
+        server.addr
+    ));
+    let raw = |text: &'static str| {
+        send(
+            gw.addr(),
+            req("POST", "/mcp")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(text)))
+                .unwrap(),
+        )
+    };
+    for attack in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"listProxies","name":"deleteProxy","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"listProxies","Name":"deleteProxy","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"deleteProxy"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call","params":{"name":"deleteProxy"}}"#,
+    ] {
+        let r = raw(attack).await;
+        assert_eq!(r.status.as_u16(), 400, "{attack}: {}", r.text());
+        assert_eq!(r.json()["error"]["code"], -32600, "{attack}");
+    }
+    assert!(server.calls.lock().unwrap().is_empty());
+}

@@ -18,7 +18,7 @@ fn config(dead: u16) -> String {
     format!(
         r#"gateway: {{ threads: 2, accessLog: false }}
 ---
-admin: {{ listen: "127.0.0.1:0" }}
+admin: {{ listen: "127.0.0.1:0", hosts: [test.local] }}
 ---
 api:
   name: m-ok

@@ -117,7 +117,7 @@ fn config(collector: SocketAddr, backend: u16) -> String {
     format!(
         r#"gateway: {{ threads: 1, accessLog: false }}
 ---
-admin: {{ listen: "127.0.0.1:0" }}
+admin: {{ listen: "127.0.0.1:0", hosts: [test.local] }}
 ---
 telemetry:
   tracing:

@@ -380,3 +380,26 @@ fn policy_settings_are_checked_at_load() {
         );
     }
 }
+
+/// `trustForwardedFor` behind a trusted proxy (the test client on 127.0.0.1): `ip:port` and
+/// `[v6]:port` hops are read, and an unreadable entry ends the walk as the client, so garbage
+/// cannot make each request look like another client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_for_hops_with_ports_and_garbage() {
+    let gw = TestGateway::start(
+        "api:\n  port: 0\n  ip: 127.0.0.1\n  flow:\n    - rateLimiter: { requestLimit: 1, requestLimitDuration: PT1M, key: ip, trustForwardedFor: true, trustedProxies: [127.0.0.1] }\n    - return: { status: 200 }\n",
+    );
+    let addr = gw.addr();
+    let with =
+        |xff: &'static str| async move { get_with(addr, "/", &[("x-forwarded-for", xff)]).await };
+    // The same client, with and without its port.
+    assert_eq!(with("203.0.113.7:1234").await.status, 200);
+    assert_eq!(with("203.0.113.7").await.status, 429);
+    assert_eq!(with("[2001:db8::1]:443").await.status, 200);
+    assert_eq!(with("2001:db8::1").await.status, 429);
+    // An unreadable entry right of a spoofed address is the client each time: the spoofed
+    // addresses on its left do not give fresh budgets.
+    assert_eq!(with("198.51.100.1, not-an-ip").await.status, 200);
+    assert_eq!(with("198.51.100.2, not-an-ip").await.status, 429);
+    assert_eq!(with("198.51.100.3, not-an-ip").await.status, 429);
+}

@@ -14,9 +14,27 @@ pub struct AdminConfig {
     #[serde(default)]
     pub listen: Option<String>,
     /// The bearer token every admin request must carry (`Authorization: Bearer ...`); required
-    /// when `listen` is not a loopback address.
+    /// when `listen` is not a loopback address, and with a `store` (a writable API) unless
+    /// `auth: none`. At least 16 visible ASCII characters.
     #[serde(default)]
     pub token: Option<String>,
+    /// A file holding the token (its first line; relative to this file), instead of `token`:
+    /// keeps the secret out of the configuration. It must not be readable by other users.
+    #[serde(default)]
+    pub token_file: Option<String>,
+    /// `token` (the default): requests carry the token. `none`: no token, even with a `store`,
+    /// on a loopback `listen` only; for a developer's laptop (`turnpike validate` warns).
+    #[serde(default)]
+    pub auth: Option<AdminAuth>,
+    /// Host names (beyond loopback names and addresses and the listen address) requests may
+    /// name in `Host`; `*.example.com` matches every name below `example.com`. Other names are
+    /// refused with 421, which stops DNS-rebinding pages.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Folders that `webServer` policies of documents written through the API may serve
+    /// (`docBase` inside one of them; relative to this file). Default: none.
+    #[serde(default)]
+    pub allowed_doc_bases: Vec<String>,
     /// TLS for the admin listener, with the settings of an API's `ssl` (mutual TLS with
     /// `clientAuth`).
     #[serde(default)]
@@ -25,6 +43,16 @@ pub struct AdminConfig {
     /// reads).
     #[serde(default)]
     pub store: Option<StoreConfig>,
+}
+
+/// How admin requests are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AdminAuth {
+    /// Every request but the probes carries the token.
+    Token,
+    /// No authentication (loopback only): any local process may change the gateway.
+    None,
 }
 
 /// Where the admin API keeps the documents it manages.

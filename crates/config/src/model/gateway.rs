@@ -40,6 +40,11 @@ pub struct GatewaySettings {
     /// resolver).
     #[serde(default)]
     pub resolver: Option<ResolverSettings>,
+    /// Send the trailer fields of a request's body on to the backend (default: dropped).
+    /// Fields RFC 9110 §6.5.1 does not allow in trailers (framing, routing, authentication,
+    /// controls, content processing) are dropped even then.
+    #[serde(default)]
+    pub forward_trailers: Flag,
 }
 
 /// `gateway.outboundProxy`: the HTTP proxy backend connections go through.

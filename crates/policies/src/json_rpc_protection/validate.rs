@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use http::{header, HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
-use turnpike_core::{Body, Exchange, Outcome};
+use turnpike_core::{json_strict, Body, Exchange, Outcome};
 
 use super::JsonRpcProtection;
 
@@ -121,6 +121,9 @@ fn version_ok(o: &Map<String, Value>) -> Result<(), String> {
 }
 
 fn parse_request(o: &Map<String, Value>) -> Result<Request, String> {
+    if let Some(m) = json_strict::case_variant(o, DECISIVE) {
+        return Err(m);
+    }
     version_ok(o)?;
     let Some(Value::String(method)) = o.get("method") else {
         return Err("'method' must be a string".into());
@@ -141,6 +144,9 @@ fn parse_request(o: &Map<String, Value>) -> Result<Request, String> {
         params,
     })
 }
+
+/// The members a request is judged by: a case variant of one of them beside it is refused.
+pub(crate) const DECISIVE: &[&str] = &["jsonrpc", "method", "id", "params"];
 
 /// True for `application/json` and `application/…+json`.
 pub(crate) fn is_json(ct: &str) -> bool {
@@ -227,12 +233,21 @@ impl JsonRpcProtection {
     /// Checks a request payload. Returns what the response check needs, or the error.
     pub(crate) fn check_request(&self, body: &[u8]) -> Result<Sent, RpcError> {
         let batch_text = looks_like_batch(body);
-        let root: Value = serde_json::from_slice(body).map_err(|_| {
+        let root: Value = json_strict::parse_unique(body).map_err(|e| {
+            // Two members of one name: parsers disagree on which counts, so it is refused.
+            let message = if e.contains("duplicate member") {
+                format!(
+                    "Invalid JSON-RPC payload: {}",
+                    e.split(" at line").next().unwrap_or(&e)
+                )
+            } else {
+                "Invalid JSON-RPC payload".to_owned()
+            };
             RpcError::new(
                 batch_text,
                 StatusCode::BAD_REQUEST,
                 INVALID_REQUEST,
-                "Invalid JSON-RPC payload",
+                message,
             )
         })?;
         match root {

@@ -199,10 +199,7 @@ static POOLS: AtomicU64 = AtomicU64::new(1);
 
 fn start_pool(setup: &PythonSetup, specs: &[Spec]) -> Result<Pool, StartError> {
     let id = POOLS.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("turnpike-{}-py{id}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    make_private_dir(&dir)
-        .map_err(|e| StartError::general(format!("cannot create {}: {e}", dir.display())))?;
+    let dir = private_dir()?;
     let file = dir.join("policies.json");
     let doc = serde_json::json!({
         "path": setup.path,
@@ -266,9 +263,27 @@ fn start_pool(setup: &PythonSetup, specs: &[Spec]) -> Result<Pool, StartError> {
     })
 }
 
-fn make_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().mode(0o700).create(dir)
+/// A new folder for the executors' sockets and policy list: a random name (no other local user
+/// can guess it and plant a file or link there first), mode 0700, under `$XDG_RUNTIME_DIR`
+/// (the user's private runtime folder) when set, else the system's temporary folder.
+fn private_dir() -> Result<PathBuf, StartError> {
+    use std::os::unix::fs::PermissionsExt;
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::Builder::new()
+        .prefix("turnpike-py-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(&base)
+        .map_err(|e| {
+            StartError::general(format!(
+                "cannot create a folder for the Python executors in {}: {e}",
+                base.display()
+            ))
+        })?;
+    // The pool removes it when it stops (`Pool::drop`).
+    Ok(dir.keep())
 }
 
 /// Starts one executor and waits for its ready line: the process, the write end of its
@@ -490,13 +505,9 @@ impl Drop for Pool {
                 let _ = stdin.flush();
             }
         }
-        let dir = self.dir.clone();
-        // The sockets go with their executors; the folder a little later.
-        let _ = std::thread::Builder::new()
-            .name("python-cleanup".into())
-            .spawn(move || {
-                std::thread::sleep(Duration::from_secs(3));
-                let _ = std::fs::remove_dir_all(dir);
-            });
+        // Now, not later: a process about to exit (`turnpike validate`, a stop) leaves nothing
+        // behind. The executors keep their open sockets; removing a socket's name only stops
+        // new connections, and each executor tolerates finding its name gone.
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

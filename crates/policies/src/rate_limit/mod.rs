@@ -673,7 +673,7 @@ impl RateLimiter {
             KeySource::Ip { trusted: None } => ip(),
             KeySource::Ip {
                 trusted: Some(nets),
-            } => Key::Ip(forwarded_client(ex, nets)),
+            } => forwarded_client(ex, nets),
             KeySource::Consumer => match ex.identity().and_then(|i| i.consumer.as_deref()) {
                 Some(c) => Key::Text(c.into()),
                 None => ip(),
@@ -707,28 +707,53 @@ pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// The client as seen by the nearest untrusted hop: walks `X-Forwarded-For` from the right while
-/// the hops are trusted proxies.
-fn forwarded_client(ex: &Exchange, trusted: &[IpNet]) -> IpAddr {
+/// the hops are trusted proxies. Hops are `ip`, `ip:port`, `[v6]` or `[v6]:port`; any other
+/// entry ends the walk and is the client (by its text), so that a client cannot hide behind
+/// an entry the walk would skip.
+fn forwarded_client(ex: &Exchange, trusted: &[IpNet]) -> Key {
     let mut client = canonical(ex.client.ip());
     if !trusted.iter().any(|n| n.contains(&client)) {
-        return client;
+        return Key::Ip(client);
     }
-    let list: Vec<IpAddr> = ex
+    let hops: Vec<&str> = ex
         .request
         .headers
         .get_all(&XFF)
         .iter()
-        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
         .flat_map(|v| v.split(','))
-        .filter_map(|s| s.trim().parse::<IpAddr>().ok())
+        .map(str::trim)
         .collect();
-    for hop in list.into_iter().rev() {
-        client = canonical(hop);
+    for hop in hops.into_iter().rev() {
+        match hop_address(hop) {
+            Some(ip) => client = canonical(ip),
+            None => return Key::Text(format!("xff:{hop}").into_boxed_str()),
+        }
         if !trusted.iter().any(|n| n.contains(&client)) {
             break;
         }
     }
-    client
+    Key::Ip(client)
+}
+
+/// The address of one `X-Forwarded-For` entry: `ip`, `ip:port`, `[v6]` or `[v6]:port`.
+fn hop_address(hop: &str) -> Option<IpAddr> {
+    if let Ok(ip) = hop.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Some(rest) = hop.strip_prefix('[') {
+        let (v6, after) = rest.split_once(']')?;
+        let port_ok = after.is_empty()
+            || after
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.parse::<u16>().is_ok());
+        return port_ok
+            .then(|| v6.parse::<std::net::Ipv6Addr>().ok().map(IpAddr::V6))
+            .flatten();
+    }
+    let (v4, port) = hop.split_once(':')?;
+    port.parse::<u16>().ok()?;
+    v4.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
 impl Policy for RateLimiter {

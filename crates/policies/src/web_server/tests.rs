@@ -80,6 +80,18 @@ async fn files_and_index_files_are_served_with_their_types() {
         (a.status, a.headers["location"].to_str().unwrap()),
         (301, "/css/?x=1")
     );
+    // A folder reached through `//name` is redirected below this site, not to `//name/`
+    // (which a browser reads as another host).
+    std::fs::create_dir_all(dir.path().join("site/evil.com")).unwrap();
+    for uri in ["//evil.com", "///evil.com"] {
+        let a = get(&p, "GET", uri, &[]).await;
+        assert_eq!(
+            (a.status, a.headers["location"].to_str().unwrap()),
+            (301, "/evil.com/"),
+            "{uri}"
+        );
+    }
+
     // A folder without an index file is not listed unless asked.
     assert_eq!(get(&p, "GET", "/docs/", &[]).await.status, 404);
     assert_eq!(get(&p, "GET", "/nothing.html", &[]).await.status, 404);

@@ -334,10 +334,17 @@ impl StaticServer {
     }
 }
 
-/// A request with extra headers, sent on a new connection.
+/// A request with extra headers (a `host` among them replaces the default), sent on a new
+/// connection.
 pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
     let mut b = req("GET", path);
     for (k, v) in headers {
+        if k.eq_ignore_ascii_case("host") {
+            // Replaces the default `Host`.
+            if let Some(h) = b.headers_mut() {
+                h.remove(http::header::HOST);
+            }
+        }
         b = b.header(*k, *v);
     }
     send(addr, b.body(Full::new(Bytes::new())).unwrap()).await
