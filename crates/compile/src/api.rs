@@ -415,7 +415,7 @@ pub(crate) fn compile_plain_api(
                 target,
                 websocket_target: websocket_target.clone(),
                 internal_target: internal_target.clone(),
-                forward_proxy: false,
+                forward_proxy: None,
                 errors: if wsdl.is_some() {
                     Some(turnpike_soap::fault::soap_faults())
                 } else if soap_errors {

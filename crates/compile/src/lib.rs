@@ -11,6 +11,7 @@ mod balancer;
 mod flow;
 mod listener;
 mod openapi_api;
+pub mod proxy_rules;
 mod settings;
 mod soap_proxy;
 mod ssl_proxy;
@@ -125,6 +126,12 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
         .iter()
         .filter_map(|p| soap_proxy::soap_proxy_api(p, &mut errors))
         .collect();
+    // Each forward proxy's destination rules, by its port (a port of its own).
+    let proxy_rules: HashMap<u16, Arc<turnpike_snapshot::proxy_rules::ProxyRules>> = set
+        .proxies
+        .iter()
+        .map(|p| (p.value.port, proxy_rules::compile(p, &mut errors)))
+        .collect();
     let proxy_apis: Vec<Located<ApiConfig>> = set
         .proxies
         .iter()
@@ -205,7 +212,11 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                 }
             }
             let mut api = api;
-            api.forward_proxy = located.key == "proxy";
+            api.forward_proxy = if located.key == "proxy" {
+                proxy_rules.get(&located.value.port).cloned()
+            } else {
+                None
+            };
             let api = Arc::new(api);
             if let Some(n) = &located.value.name {
                 internal
@@ -248,7 +259,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                     target: None,
                     websocket_target: None,
                     internal_target: None,
-                    forward_proxy: false,
+                    forward_proxy: None,
                     test: None,
                 }),
             ));
@@ -264,7 +275,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             .any(|(_, api)| api.test.as_ref().is_some_and(|t| t.reads_body()));
         let forward_proxy = routes
             .iter()
-            .find(|(_, api)| api.forward_proxy)
+            .find(|(_, api)| api.forward_proxy.is_some())
             .map(|(_, api)| Arc::clone(api));
         if forward_proxy.is_some() && routes.len() > 1 {
             if let Some(p) = apis.iter().find(|a| a.key == "proxy") {
@@ -397,7 +408,12 @@ fn proxy_api(p: &turnpike_config::ProxyConfig) -> ApiConfig {
         ),
         description: p.description.clone(),
         port: p.port,
-        ip: p.ip,
+        // Without destination rules a proxy reaches any public host: this machine only.
+        ip: p.ip.or_else(|| {
+            p.destinations
+                .is_none()
+                .then_some(std::net::IpAddr::from([127, 0, 0, 1]))
+        }),
         host: None,
         method: None,
         path: None,

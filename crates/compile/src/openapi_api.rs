@@ -235,7 +235,7 @@ pub(crate) fn compile_openapi_api(
                     target,
                     websocket_target: None,
                     internal_target: None,
-                    forward_proxy: false,
+                    forward_proxy: None,
                     errors: None,
                     test: test.clone(),
                 },

@@ -10,6 +10,7 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use turnpike_core::problem::{types as problems, Problem};
 use turnpike_core::{Body, Exchange};
+use turnpike_snapshot::proxy_rules::ProxyRules;
 
 use crate::headers::remove_hop_by_hop;
 
@@ -39,16 +40,55 @@ fn origin(ex: &Exchange) -> Result<(String, u16), Problem> {
     ))
 }
 
+/// A connection to `host:port` within `rules`: the name is checked, then every address it
+/// resolves to; only allowed addresses are tried (a name that resolves to 127.0.0.1 cannot
+/// reach this machine unless a rule allows it). Refused destinations are 403.
 async fn connect(
     dns: &turnpike_dns::Dns,
     host: &str,
     port: u16,
     timeout: Duration,
+    (rules, own): (&ProxyRules, &[std::net::SocketAddr]),
 ) -> Result<tokio::net::TcpStream, Problem> {
-    connect_any(dns, host, port, timeout).await.map_err(|e| {
+    let refused = || {
+        tracing::info!(
+            host,
+            port,
+            "forward proxy: destination refused by its rules"
+        );
+        Problem::new(&problems::FORBIDDEN)
+            .with_detail("this proxy does not forward to that destination")
+    };
+    if !rules.name_allowed(host, port) {
+        return Err(refused());
+    }
+    let unreachable = |e: String| {
         tracing::info!(host, port, "forward proxy: {e}");
         Problem::new(&problems::UPSTREAM_UNREACHABLE)
-    })
+    };
+    let addrs = dns
+        .lookup(host, port)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let allowed: Vec<std::net::SocketAddr> = addrs
+        .into_iter()
+        .filter(|a| rules.address_allowed(host, *a, own))
+        .collect();
+    if allowed.is_empty() {
+        return Err(refused());
+    }
+    let mut last = None;
+    for a in allowed {
+        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = Some(e.to_string()),
+            Err(_) => last = Some("connect timed out".into()),
+        }
+    }
+    Err(unreachable(last.unwrap_or_else(|| "no address".into())))
 }
 
 /// A connection to `host:port`: each address the name resolves to tried in turn, each within
@@ -79,12 +119,13 @@ pub(crate) async fn connect_any(
 pub async fn forward(
     ex: &mut Exchange,
     client_upgrade: Option<OnUpgrade>,
+    rules: (&ProxyRules, &[std::net::SocketAddr]),
     dns: &turnpike_dns::Dns,
     connect_timeout: Duration,
     response_timeout: Duration,
 ) -> Result<Response<Body>, Problem> {
     let (host, port) = origin(ex)?;
-    let tcp = connect(dns, &host, port, connect_timeout).await?;
+    let tcp = connect(dns, &host, port, connect_timeout, rules).await?;
     if ex.request.method == Method::CONNECT {
         let Some(client) = client_upgrade else {
             return Err(Problem::new(&problems::BAD_REQUEST)

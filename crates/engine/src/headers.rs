@@ -146,6 +146,34 @@ impl Forwarded {
     }
 }
 
+/// Refuses a request head larger than `limit` bytes (`limits.maxHeaderSize`) with 431: the
+/// request line and every field as HTTP/1.1 writes them (`name: value\r\n`), and the closing
+/// empty line. hyper's read buffer stops heads well beyond the limit; this makes the limit
+/// exact whatever the buffer held when the head was parsed.
+pub fn check_head_size(
+    head: &http::request::Parts,
+    limit: usize,
+) -> Result<(), turnpike_core::problem::Problem> {
+    let line = head.method.as_str().len()
+        + head.uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + " ".len()
+        + " HTTP/1.1\r\n".len();
+    let mut size = line + 2;
+    for (name, value) in &head.headers {
+        size += name.as_str().len() + value.len() + 4;
+        if size > limit {
+            break;
+        }
+    }
+    if size > limit {
+        return Err(turnpike_core::problem::Problem::new(
+            &turnpike_core::problem::types::HEADERS_TOO_LARGE,
+        )
+        .with_detail(format!("the request head is larger than {limit} bytes")));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,32 +241,4 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "192.0.2.1");
         assert_eq!(h["x-forwarded-proto"], "https");
     }
-}
-
-/// Refuses a request head larger than `limit` bytes (`limits.maxHeaderSize`) with 431: the
-/// request line and every field as HTTP/1.1 writes them (`name: value\r\n`), and the closing
-/// empty line. hyper's read buffer stops heads well beyond the limit; this makes the limit
-/// exact whatever the buffer held when the head was parsed.
-pub fn check_head_size(
-    head: &http::request::Parts,
-    limit: usize,
-) -> Result<(), turnpike_core::problem::Problem> {
-    let line = head.method.as_str().len()
-        + head.uri.path_and_query().map_or(1, |p| p.as_str().len())
-        + " ".len()
-        + " HTTP/1.1\r\n".len();
-    let mut size = line + 2;
-    for (name, value) in &head.headers {
-        size += name.as_str().len() + value.len() + 4;
-        if size > limit {
-            break;
-        }
-    }
-    if size > limit {
-        return Err(turnpike_core::problem::Problem::new(
-            &turnpike_core::problem::types::HEADERS_TOO_LARGE,
-        )
-        .with_detail(format!("the request head is larger than {limit} bytes")));
-    }
-    Ok(())
 }

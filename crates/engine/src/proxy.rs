@@ -298,12 +298,15 @@ pub async fn serve(
                 };
                 (response, at, None)
             }
-            RequestEnd::Forward | RequestEnd::Wait { .. } if api.forward_proxy => {
+            RequestEnd::Forward | RequestEnd::Wait { .. } if api.forward_proxy.is_some() => {
                 let connect = ex.request.method == http::Method::CONNECT;
                 let client = if connect { client_upgrade.take() } else { None };
+                let rules = api.forward_proxy.clone().unwrap_or_default();
+                let own: Vec<SocketAddr> = snap.listeners.keys().copied().collect();
                 match crate::forward_proxy::forward(
                     &mut ex,
                     client,
+                    (&rules, &own),
                     &settings.dns,
                     settings.connect_timeout,
                     settings.upstream_timeout,

@@ -22,8 +22,8 @@ pub struct Api {
     /// API) runs in-process instead of a call to a backend.
     pub internal_target: Option<Arc<str>>,
     /// A forward proxy (Membrane's `proxy:`): requests go on to the origin their absolute URI
-    /// names, CONNECT opens a tunnel.
-    pub forward_proxy: bool,
+    /// names, CONNECT opens a tunnel, within these destination rules.
+    pub forward_proxy: Option<Arc<crate::proxy_rules::ProxyRules>>,
     /// Its request counters (kept across reloads by name).
     pub stats: Arc<turnpike_telemetry::stats::ApiStats>,
     /// How the problems the gateway generates for this API are written when not as

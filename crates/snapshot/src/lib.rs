@@ -5,6 +5,7 @@
 
 mod api;
 pub mod health;
+pub mod proxy_rules;
 pub mod settings;
 mod target;
 pub mod upstream;

@@ -73,11 +73,12 @@ impl Control {
         if let Some(s) = &settings {
             manager.allow_doc_bases(s.allowed_doc_bases.clone());
         }
-        for w in set
-            .as_ref()
-            .map(turnpike_compile::admin::warnings)
-            .unwrap_or_default()
-        {
+        let warnings = set.as_ref().map(|s| {
+            let mut w = turnpike_compile::admin::warnings(s);
+            w.extend(turnpike_compile::proxy_rules::warnings(s));
+            w
+        });
+        for w in warnings.unwrap_or_default() {
             tracing::warn!("{w}");
         }
         if let Some(etcd) = settings

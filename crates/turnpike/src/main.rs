@@ -111,7 +111,11 @@ fn init_logging() {
 fn validate(config: &[PathBuf]) -> ExitCode {
     match turnpike::load_and_compile(config) {
         Ok((set, snap)) => {
-            for w in turnpike_compile::admin::warnings(&set) {
+            let proxies = turnpike_compile::proxy_rules::warnings(&set);
+            for w in turnpike_compile::admin::warnings(&set)
+                .into_iter()
+                .chain(proxies)
+            {
                 eprintln!("warning: {w}");
             }
             let apis: usize = snap.listeners.values().map(|l| l.router.len()).sum();

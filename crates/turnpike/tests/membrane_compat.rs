@@ -1543,6 +1543,8 @@ async fn a_forward_proxy_forwards_absolute_uris_and_tunnels_connect() {
         r#"proxy:
   port: {proxy}
   ip: 127.0.0.1
+  destinations:
+    allow: [ {{ cidr: 127.0.0.1 }} ]
   flow:
     - setHeader:
         name: X-Added-By
@@ -1608,7 +1610,73 @@ api:
     let dir = tempfile::tempdir().unwrap();
     let e = load_error(
         dir.path(),
-        "proxy:\n  port: 3128\n---\napi:\n  port: 3128\n  path: /x\n  flow: [ { return: {} } ]\n",
+        "proxy:\n  port: 3128\n---\napi:\n  port: 3128\n  ip: 127.0.0.1\n  path: /x\n  flow: [ { return: {} } ]\n",
     );
     assert!(e.contains("has its port to itself"), "{e}");
+}
+
+/// A forward proxy is not an open door into this machine: without rules it binds 127.0.0.1
+/// and refuses loopback, private and link-local destinations, by address or by a name that
+/// resolves to one (`localhost`), and its own ports; rules allow and deny names, ranges and
+/// ports, checked on every address a name resolves to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_proxy_reaches_only_what_its_rules_allow() {
+    let origin = Backend::start().await;
+    let o = origin.addr;
+    let (open, ruled) = (free_port(), free_port());
+    let gw = TestGateway::start(&format!(
+        r#"proxy:
+  port: {open}
+---
+proxy:
+  port: {ruled}
+  ip: 127.0.0.1
+  destinations:
+    allow:
+      - cidr: 127.0.0.0/8
+        ports: [{port}]
+    deny:
+      - host: denied.localhost
+"#,
+        port = o.port()
+    ));
+    let ask = |proxy: u16, target: String| async move {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", proxy))
+            .await
+            .unwrap();
+        raw_exchange(
+            &mut s,
+            &format!("GET http://{target}/x HTTP/1.1\r\nHost: {target}\r\n\r\n"),
+            "\r\n\r\n",
+        )
+        .await
+    };
+    // Without rules: bound to loopback, and loopback, private, link-local and own ports refused.
+    assert!(gw
+        .gw()
+        .listeners()
+        .iter()
+        .any(|(c, _)| c.port() == open && c.ip().is_loopback()));
+    for target in [
+        o.to_string(),
+        format!("localhost:{}", o.port()),
+        "10.0.0.1:80".to_owned(),
+        "169.254.169.254".to_owned(),
+        format!("[::1]:{}", o.port()),
+        format!("127.0.0.1:{ruled}"),
+    ] {
+        let r = ask(open, target.clone()).await;
+        assert!(r.starts_with("HTTP/1.1 403"), "{target}: {r}");
+    }
+    assert_eq!(origin.count(), 0);
+    // With rules: the allowed range and port pass, by address or by name; others do not.
+    let r = ask(ruled, o.to_string()).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = ask(ruled, format!("localhost:{}", o.port())).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = ask(ruled, format!("127.0.0.1:{ruled}")).await;
+    assert!(r.starts_with("HTTP/1.1 403"), "another port: {r}");
+    let r = ask(ruled, format!("denied.localhost:{}", o.port())).await;
+    assert!(r.starts_with("HTTP/1.1 403"), "a denied name: {r}");
+    assert_eq!(origin.count(), 2);
 }

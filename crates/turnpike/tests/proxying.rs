@@ -478,6 +478,8 @@ api:
 proxy:
   port: {forward}
   ip: 127.0.0.1
+  destinations:
+    allow: [ {{ cidr: 127.0.0.1 }} ]
 ---
 api:
   port: 0

@@ -114,7 +114,7 @@ pub struct ProxyConfig {
     pub description: Option<String>,
     /// The port to listen on: a port of its own.
     pub port: u16,
-    /// The address to bind; all addresses when absent.
+    /// The address to bind; all addresses when `destinations` are given, else 127.0.0.1.
     #[serde(default)]
     pub ip: Option<IpAddr>,
     /// TLS between clients and the proxy.
@@ -123,6 +123,40 @@ pub struct ProxyConfig {
     /// The policies run for each request (and, in reverse, each response).
     #[serde(default)]
     pub flow: Vec<PolicyConfig>,
+    /// Where the proxy may forward to. Loopback, link-local and private addresses and the
+    /// gateway's own listeners are refused unless an `allow` rule names them.
+    #[serde(default)]
+    pub destinations: Option<ProxyDestinations>,
+}
+
+/// `proxy.destinations`: rules on the origins a forward proxy reaches, checked for the name
+/// asked for and for every address it resolves to.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProxyDestinations {
+    /// When given, only destinations matching one of these rules.
+    #[serde(default)]
+    pub allow: Vec<DestinationRule>,
+    /// Destinations never reached (checked first).
+    #[serde(default)]
+    pub deny: Vec<DestinationRule>,
+}
+
+/// One destination rule: a host name (`*.example.com` for the names below it) or a CIDR
+/// (`203.0.113.0/24`, or one address), and optionally ports; a rule with ports alone matches
+/// every host on them.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DestinationRule {
+    /// A host name, or `*.` and a domain.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// An address range or address.
+    #[serde(default)]
+    pub cidr: Option<String>,
+    /// The ports the rule covers (default: all).
+    #[serde(default)]
+    pub ports: Vec<u16>,
 }
 
 /// One entry of `specs`.
