@@ -77,18 +77,7 @@ async fn connect(
     if allowed.is_empty() {
         return Err(refused());
     }
-    let mut last = None;
-    for a in allowed {
-        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(a)).await {
-            Ok(Ok(s)) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Ok(Err(e)) => last = Some(e.to_string()),
-            Err(_) => last = Some("connect timed out".into()),
-        }
-    }
-    Err(unreachable(last.unwrap_or_else(|| "no address".into())))
+    connect_first(allowed, timeout).await.map_err(unreachable)
 }
 
 /// A connection to `host:port`: each address the name resolves to tried in turn, each within
@@ -100,6 +89,15 @@ pub(crate) async fn connect_any(
     timeout: Duration,
 ) -> Result<tokio::net::TcpStream, String> {
     let addrs = dns.lookup(host, port).await.map_err(|e| e.to_string())?;
+    connect_first(addrs, timeout).await
+}
+
+/// A connection to the first of `addrs` that answers, each tried within `timeout`; the error
+/// says why the last one failed (for the log).
+async fn connect_first(
+    addrs: impl IntoIterator<Item = std::net::SocketAddr>,
+    timeout: Duration,
+) -> Result<tokio::net::TcpStream, String> {
     let mut last = None;
     for a in addrs {
         match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(a)).await {
