@@ -303,8 +303,13 @@ pub struct Trailers {
 }
 
 impl Trailers {
-    /// `body` with its trailers dropped, or filtered when `keep`.
-    pub fn filter(body: Body, keep: bool) -> Body {
+    /// `body` with its trailers dropped, or filtered when `keep`. Trailers come only with
+    /// chunked HTTP/1.1 bodies and HTTP/2 streams (`may_trail`); other bodies, and bodies
+    /// already at their end, are returned as they are (no wrapping, no allocation).
+    pub fn filter(body: Body, may_trail: bool, keep: bool) -> Body {
+        if !may_trail || http_body::Body::is_end_stream(&body) {
+            return body;
+        }
         Body::stream(Trailers { inner: body, keep })
     }
 }

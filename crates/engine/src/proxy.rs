@@ -712,14 +712,8 @@ async fn read_body(
         },
     };
     let body = TimedBody::wrap(body, settings.body_read_timeout);
-    // Trailers come only with chunked HTTP/1.1 bodies and HTTP/2 streams: those lose them (or,
-    // with `forwardTrailers`, the fields not allowed in trailers) on the way to the backend.
     let may_trail = announced.is_none() || parts.version == http::Version::HTTP_2;
-    let body = if may_trail && !http_body::Body::is_end_stream(&body) {
-        turnpike_core::body::Trailers::filter(body, settings.forward_trailers)
-    } else {
-        body
-    };
+    let body = turnpike_core::body::Trailers::filter(body, may_trail, settings.forward_trailers);
     // A streamed (chunked) body on GET or HEAD would not be sent on by the HTTP/1.1 client
     // (those methods get no implicit body framing), so such a body is read in full first: it is
     // forwarded with a Content-Length, and malformed chunked framing is refused here instead of
