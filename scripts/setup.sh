@@ -46,8 +46,14 @@ if [ "$mode" = "--test" ]; then
   # The fleet tests start real etcd servers and drive them with etcdctl.
   command -v etcd >/dev/null || need+=(etcd-server)
   command -v etcdctl >/dev/null || need+=(etcd-client)
+  # Rate limits and response caches shared through Redis (a standalone server, a cluster, a Sentinel: redis-server --sentinel).
+  command -v redis-server >/dev/null || need+=(redis-server)
+  command -v redis-cli >/dev/null || need+=(redis-tools)
   # Admin API changes under load (wrk).
   command -v wrk >/dev/null || need+=(wrk)
+  # The web console test drives Debian's Chromium through ChromeDriver (selenium).
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
   # cargo fuzz builds libFuzzer (C++).
   command -v c++ >/dev/null || need+=(g++)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
