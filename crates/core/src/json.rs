@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::decode::{self, DecodeError, TextKind};
 use crate::exchange::Exchange;
 
 /// Why a message has no JSON value.
@@ -14,6 +15,8 @@ pub enum JsonBodyError {
     NoBody,
     /// The body is not valid JSON; the parser's message.
     Invalid(Arc<str>),
+    /// The body's coding or charset cannot be undone (see [`crate::decode`]).
+    Undecodable(DecodeError),
 }
 
 impl std::fmt::Display for JsonBodyError {
@@ -21,6 +24,7 @@ impl std::fmt::Display for JsonBodyError {
         match self {
             JsonBodyError::NoBody => f.write_str("the message has no body"),
             JsonBodyError::Invalid(m) => write!(f, "the body is not valid JSON: {m}"),
+            JsonBodyError::Undecodable(e) => e.fmt(f),
         }
     }
 }
@@ -33,13 +37,18 @@ struct RequestJson(Parsed);
 #[derive(Clone)]
 struct ResponseJson(Parsed);
 
-fn parse(bytes: Option<&bytes::Bytes>) -> Parsed {
+/// The body parsed after its content coding and charset are undone ([`decode::body`]).
+fn parse(headers: &http::HeaderMap, bytes: Option<&bytes::Bytes>) -> Parsed {
     match bytes {
         None => Err(JsonBodyError::NoBody),
         Some(b) if b.is_empty() => Err(JsonBodyError::NoBody),
-        Some(b) => serde_json::from_slice(b)
-            .map(Arc::new)
-            .map_err(|e| JsonBodyError::Invalid(e.to_string().into())),
+        Some(b) => {
+            let text =
+                decode::body(headers, TextKind::Json, b).map_err(JsonBodyError::Undecodable)?;
+            serde_json::from_slice(&text)
+                .map(Arc::new)
+                .map_err(|e| JsonBodyError::Invalid(e.to_string().into()))
+        }
     }
 }
 
@@ -49,7 +58,7 @@ pub fn request_json(ex: &mut Exchange) -> Parsed {
     if let Some(RequestJson(p)) = ex.extensions.get::<RequestJson>() {
         return p.clone();
     }
-    let p = parse(ex.request_bytes());
+    let p = parse(&ex.request.headers, ex.request_bytes());
     ex.extensions.insert(RequestJson(p.clone()));
     p
 }
@@ -59,7 +68,9 @@ pub fn response_json(ex: &mut Exchange) -> Parsed {
     if let Some(ResponseJson(p)) = ex.extensions.get::<ResponseJson>() {
         return p.clone();
     }
-    let p = parse(ex.response_bytes());
+    let empty = http::HeaderMap::new();
+    let headers = ex.response.as_ref().map_or(&empty, |r| r.headers());
+    let p = parse(headers, ex.response_bytes());
     ex.extensions.insert(ResponseJson(p.clone()));
     p
 }
@@ -112,6 +123,24 @@ mod tests {
         assert!(matches!(
             request_json(&mut ex),
             Err(JsonBodyError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn reads_through_codings_and_charsets() {
+        let mut ex = exchange(
+            "POST",
+            "/",
+            &[("content-type", "application/json; charset=utf-16le")],
+        );
+        let wide: Vec<u8> = r#"{"a":"ü"}"#.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        ex.request_body = Body::full(wide);
+        assert_eq!(request_json(&mut ex).unwrap()["a"], "ü");
+        let mut ex = exchange("POST", "/", &[("content-encoding", "compress")]);
+        ex.request_body = Body::full("{}");
+        assert!(matches!(
+            request_json(&mut ex),
+            Err(JsonBodyError::Undecodable(_))
         ));
     }
 }

@@ -6,6 +6,7 @@ pub mod admin_hook;
 pub mod body;
 pub mod chain;
 pub mod civil;
+pub mod decode;
 pub mod error_format;
 pub mod exchange;
 pub mod json;

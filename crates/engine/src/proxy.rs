@@ -734,7 +734,12 @@ async fn read_body(
 /// Reads the request body into memory for a chain that needs it, feeding the chain's body
 /// inspectors as it arrives (the first inspector's error is the answer).
 async fn buffer_body(chain: &Chain, ex: &mut Exchange, limit: u64) -> Result<(), Problem> {
-    let mut inspectors = chain.body_inspectors();
+    // A coded body or one in another charset is decoded by the policies once it is in memory.
+    let mut inspectors = if turnpike_core::decode::is_identity(&ex.request.headers) {
+        chain.body_inspectors()
+    } else {
+        Vec::new()
+    };
     let body = std::mem::take(&mut ex.request_body);
     let bytes = if inspectors.is_empty() {
         Box::pin(buffer(body, limit)).await?

@@ -187,7 +187,9 @@ impl Policy for OpenApiValidator {
                 if report.violations.is_empty() {
                     return Outcome::Continue;
                 }
-                let ty = if report.unsupported_media_type {
+                let ty = if report.too_large {
+                    &problems::BODY_TOO_LARGE
+                } else if report.unsupported_media_type {
                     &problems::UNSUPPORTED_MEDIA_TYPE
                 } else {
                     &problems::VALIDATION

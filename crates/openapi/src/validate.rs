@@ -4,6 +4,7 @@
 
 use http::header;
 use serde_json::Value;
+use turnpike_core::decode::{DecodeError, TextKind};
 use turnpike_core::json::{self, JsonBodyError};
 use turnpike_core::Exchange;
 
@@ -20,8 +21,25 @@ pub use crate::violation::Violation;
 pub struct Report {
     /// Every violation found.
     pub violations: Vec<Violation>,
-    /// The body's media type is not accepted (415 rather than 400).
+    /// The body's media type is not accepted, or its coding or charset cannot be undone (415
+    /// rather than 400).
     pub unsupported_media_type: bool,
+    /// The body decodes to more than the gateway inspects (413 rather than 400).
+    pub too_large: bool,
+}
+
+impl Report {
+    /// Records a body that cannot be decoded for validation.
+    fn undecodable(&mut self, e: &turnpike_core::decode::DecodeError) {
+        match e {
+            turnpike_core::decode::DecodeError::TooLarge(_) => self.too_large = true,
+            turnpike_core::decode::DecodeError::Undecodable(_) => {
+                self.unsupported_media_type = true
+            }
+        }
+        self.violations
+            .push(Violation::new("#/body", e.to_string()));
+    }
 }
 
 pub(crate) fn schema_errors(schema: &Schema, value: &Value, base: &str, out: &mut Vec<Violation>) {
@@ -99,6 +117,7 @@ fn is_forbidden_property(e: &jsonschema::ValidationError<'_>) -> bool {
 /// Validates the request of `ex` against `op`; `params` are the path parameter ranges.
 pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
     let mut report = Report::default();
+    let mut undecodable = None;
     let out = &mut report.violations;
     let query = if op.has_query {
         ex.request
@@ -179,14 +198,21 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                 }
                 Some(media) => {
                     if let (Some(schema), Some(fields)) = (&media.schema, &media.form) {
-                        let form = ex
-                            .request_bytes()
-                            .map(|b| params::form_value(&String::from_utf8_lossy(b), fields));
-                        if let Some(v) = form {
-                            schema_errors(schema, &v, "#/body", out);
+                        let decoded = ex.request_bytes().map(|b| {
+                            turnpike_core::decode::body(&ex.request.headers, TextKind::Text, b)
+                        });
+                        match decoded {
+                            Some(Ok(b)) => {
+                                let v = params::form_value(&String::from_utf8_lossy(&b), fields);
+                                schema_errors(schema, &v, "#/body", out);
+                            }
+                            Some(Err(e)) => undecodable = Some(e),
+                            None => {}
                         }
                     } else if let (Some(schema), Some(fields)) = (&media.schema, &media.parts) {
-                        multipart_body(ex, schema, fields, out);
+                        if let Err(e) = multipart_body(ex, schema, fields, out) {
+                            undecodable = Some(e);
+                        }
                     } else if let (Some(schema), true) =
                         (&media.schema, ct.as_deref().is_some_and(is_json))
                     {
@@ -195,12 +221,16 @@ pub fn validate_request(op: &Operation, ex: &mut Exchange) -> Report {
                             Err(JsonBodyError::Invalid(m)) => {
                                 out.push(Violation::new("#/body", format!("not valid JSON: {m}")))
                             }
+                            Err(JsonBodyError::Undecodable(e)) => undecodable = Some(e),
                             Err(JsonBodyError::NoBody) => {}
                         }
                     }
                 }
             }
         }
+    }
+    if let Some(e) = undecodable {
+        report.undecodable(&e);
     }
     report
 }
@@ -211,7 +241,7 @@ fn multipart_body(
     schema: &Schema,
     fields: &[multipart::Field],
     out: &mut Vec<Violation>,
-) {
+) -> Result<(), DecodeError> {
     let ct = ex
         .request
         .headers
@@ -222,13 +252,14 @@ fn multipart_body(
         Ok(b) => b,
         Err(e) => {
             out.push(Violation::new("header.content-type", e.to_string()));
-            return;
+            return Ok(());
         }
     };
     let Some(body) = ex.request_bytes() else {
-        return;
+        return Ok(());
     };
-    match multipart::parse(body, &boundary) {
+    let body = turnpike_core::decode::content(&ex.request.headers, body)?;
+    match multipart::parse(&body, &boundary) {
         Ok(parts) => {
             let v = multipart::form_value(&parts, fields, out);
             schema_errors(schema, &v, "#/body", out);
@@ -238,6 +269,7 @@ fn multipart_body(
             format!("malformed multipart body: {e}"),
         )),
     }
+    Ok(())
 }
 
 fn check_param(
@@ -355,6 +387,7 @@ pub fn validate_response(op: &Operation, ex: &mut Exchange) -> Vec<Violation> {
             Err(JsonBodyError::Invalid(m)) => {
                 out.push(Violation::new("#/body", format!("not valid JSON: {m}")))
             }
+            Err(JsonBodyError::Undecodable(e)) => out.push(Violation::new("#/body", e.to_string())),
             Err(JsonBodyError::NoBody) => {}
         }
     }

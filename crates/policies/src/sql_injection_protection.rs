@@ -5,12 +5,15 @@
 //! with `inspectHeaders`, the headers and cookies — is tested with libinjection (the
 //! `libinjectionrs` port; the detector of OWASP CRS rule 942100, paranoia level 1). A hit answers
 //! 400 (`sql-injection` problem naming where it was found), or with `onDetect: log` is logged and
-//! let through.
+//! let through. Bodies are read as the backend reads them: content codings undone and text
+//! converted to UTF-8 by `turnpike_core::decode`; a body that cannot be decoded is refused (415,
+//! or 413 beyond the decoding allowance), never passed uninspected.
 
 use std::borrow::Cow;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use turnpike_core::decode::{self, DecodeError, TextKind};
 use turnpike_core::problems;
 use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome, Phases};
 use turnpike_core::{Policy, PolicyFactory, Problem};
@@ -309,16 +312,29 @@ fn body_kind(essence: &str) -> Option<BodyKind> {
     }
 }
 
-/// A body of the given `Content-Type` (`""` when absent). A body that claims a type it does
+/// A body of the given `Content-Type` (`""` when absent), its content coding already undone;
+/// its charset is converted to UTF-8 here ([`decode::text`]). A body that claims a type it does
 /// not have (JSON that does not parse, XML that is not well-formed, a multipart body without
 /// its boundaries) is tested as one text, so that what a lenient backend reads is still seen.
-fn scan_body(content_type: &str, body: &[u8], depth: u8) -> Option<Hit> {
+/// A multipart part without a filename is a field, tested as text whatever its type; a file of
+/// a type that is not read is skipped. `Err` when a charset cannot be decoded.
+fn scan_body(content_type: &str, body: &[u8], depth: u8) -> Result<Option<Hit>, DecodeError> {
     if body.is_empty() {
-        return None;
+        return Ok(None);
     }
     let essence = media::essence_cow(content_type);
+    let Some(kind) = body_kind(&essence) else {
+        return Ok(None);
+    };
+    let text_kind = match kind {
+        BodyKind::Json => TextKind::Json,
+        BodyKind::Xml => TextKind::Xml,
+        _ => TextKind::Text,
+    };
+    let body = decode::text(content_type, text_kind, Cow::Borrowed(body))?;
+    let body = &*body;
     let as_text = || hit("body", "", &String::from_utf8_lossy(body));
-    match body_kind(&essence)? {
+    Ok(match kind {
         BodyKind::Form => scan_pairs("form", body),
         BodyKind::Json => match serde_json::from_slice::<serde_json::Value>(body) {
             Ok(v) => scan_json(&v, &mut String::from("$")),
@@ -329,31 +345,54 @@ fn scan_body(content_type: &str, body: &[u8], depth: u8) -> Option<Hit> {
             let parts = turnpike_openapi::multipart::boundary(content_type)
                 .and_then(|b| turnpike_openapi::multipart::parse(body, &b));
             match parts {
-                Ok(parts) => parts.iter().find_map(|p| {
-                    if let Some(h) = hit("multipart", p.name.clone(), &p.name) {
-                        return Some(h);
+                Ok(parts) => {
+                    for p in &parts {
+                        if let Some(h) = scan_part(p, depth)? {
+                            return Ok(Some(h));
+                        }
                     }
-                    // A part's own type decides how it is read (a field is text/plain); a
-                    // multipart part inside a part is not followed further.
-                    let ct = p.content_type.as_deref().unwrap_or("text/plain");
-                    if depth > 0 && media::essence_cow(ct) == "multipart/form-data" {
-                        return None;
-                    }
-                    let found = scan_body(ct, p.body, depth + 1)?;
-                    Some(match found.place {
-                        "body" => Hit {
-                            place: "multipart",
-                            name: p.name.clone(),
-                            fingerprint: found.fingerprint,
-                        },
-                        _ => found,
-                    })
-                }),
+                    None
+                }
                 Err(_) => as_text(),
             }
         }
         BodyKind::Text => as_text(),
+    })
+}
+
+/// One part of a multipart body: its name, then its content (see [`scan_body`]).
+fn scan_part(
+    p: &turnpike_openapi::multipart::Part<'_>,
+    depth: u8,
+) -> Result<Option<Hit>, DecodeError> {
+    if let Some(h) = hit("multipart", p.name.clone(), &p.name) {
+        return Ok(Some(h));
     }
+    // A part's own type decides how it is read (a field is text/plain); a multipart part
+    // inside a part is not followed further. A field of a type that is not read (an
+    // `application/octet-stream` value without a filename) is still a value a backend reads.
+    let mut ct: Cow<'_, str> = Cow::Borrowed(p.content_type.as_deref().unwrap_or("text/plain"));
+    let essence = media::essence_cow(&ct);
+    if depth > 0 && essence == "multipart/form-data" {
+        return Ok(None);
+    }
+    if p.filename.is_none() && body_kind(&essence).is_none() {
+        ct = Cow::Owned(match decode::charset(&ct) {
+            Some(c) => format!("text/plain; charset={c}"),
+            None => "text/plain".to_owned(),
+        });
+    }
+    let Some(found) = scan_body(&ct, p.body, depth + 1)? else {
+        return Ok(None);
+    };
+    Ok(Some(match found.place {
+        "body" => Hit {
+            place: "multipart",
+            name: p.name.clone(),
+            fingerprint: found.fingerprint,
+        },
+        _ => found,
+    }))
 }
 
 /// Every header's value, and the names and values of the cookies.
@@ -373,22 +412,24 @@ fn scan_headers(headers: &http::HeaderMap) -> Option<Hit> {
 }
 
 impl SqlInjectionProtection {
-    /// The first hit in what the policy inspects, in the order path, query, headers, body.
-    pub(crate) fn find(&self, ex: &Exchange) -> Option<Hit> {
+    /// The first hit in what the policy inspects, in the order path, query, headers, body
+    /// (its content coding undone by [`decode::content`]); `Err` when the body cannot be
+    /// decoded, which is refused rather than let through uninspected.
+    pub(crate) fn find(&self, ex: &Exchange) -> Result<Option<Hit>, DecodeError> {
         let uri = &ex.request.uri;
         if self.path {
             if let Some(h) = scan_path(uri.path()) {
-                return Some(h);
+                return Ok(Some(h));
             }
         }
         if self.query {
             if let Some(h) = scan_pairs("query", uri.query().unwrap_or("").as_bytes()) {
-                return Some(h);
+                return Ok(Some(h));
             }
         }
         if self.headers {
             if let Some(h) = scan_headers(&ex.request.headers) {
-                return Some(h);
+                return Ok(Some(h));
             }
         }
         if self.body {
@@ -398,10 +439,11 @@ impl SqlInjectionProtection {
                 .get(http::header::CONTENT_TYPE)
                 .map_or(Cow::Borrowed(""), |v| String::from_utf8_lossy(v.as_bytes()));
             if let Some(body) = ex.request_bytes() {
-                return scan_body(&ct, body, 0);
+                let body = decode::content(&ex.request.headers, body)?;
+                return scan_body(&ct, &body, 0);
             }
         }
-        None
+        Ok(None)
     }
 }
 
@@ -421,8 +463,14 @@ impl Policy for SqlInjectionProtection {
     /// Tests what the settings name; continues when nothing looks like SQL injection or
     /// `onDetect` is `log`, else rejects with 400 `sql-injection`.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let Some(h) = self.find(ex) else {
-            return Outcome::Continue;
+        let h = match self.find(ex) {
+            Ok(Some(h)) => h,
+            Ok(None) => return Outcome::Continue,
+            Err(e) => {
+                let request_id = ex.request_id.to_str().unwrap_or("");
+                tracing::info!(request_id, error = %e, "sqlInjectionProtection: body refused");
+                return Outcome::Reject(e.problem());
+            }
         };
         let request_id = ex.request_id.to_str().unwrap_or("");
         tracing::warn!(
@@ -470,7 +518,7 @@ mod tests {
         body: &str,
     ) -> Option<(String, String)> {
         let ex = exchange("POST", uri, headers, body);
-        p.find(&ex).map(|h| (h.place.to_owned(), h.name))
+        p.find(&ex).unwrap().map(|h| (h.place.to_owned(), h.name))
     }
 
     fn at(place: &str, name: &str) -> Option<(String, String)> {
@@ -658,6 +706,20 @@ mod tests {
                 &ct,
                 &body("f", "Content-Type: image/png\r\n", "admin'--")
             ),
+            at("multipart", "f"),
+            "a field without a filename is a value whatever its type"
+        );
+        assert_eq!(
+            found(
+                &p,
+                "/",
+                &ct,
+                &body(
+                    "f\"; filename=\"a.png",
+                    "Content-Type: image/png\r\n",
+                    "admin'--"
+                )
+            ),
             None
         );
         // Without its boundaries the body is one text.
@@ -707,6 +769,68 @@ mod tests {
         ));
     }
 
+    fn found_in_bytes(
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<Option<(String, String)>, DecodeError> {
+        let mut ex = exchange("POST", "/", headers, "");
+        ex.request_body = turnpike_core::Body::full(body);
+        default()
+            .find(&ex)
+            .map(|h| h.map(|h| (h.place.to_owned(), h.name)))
+    }
+
+    #[test]
+    fn encoded_bodies_are_decoded_before_they_are_tested() {
+        use std::io::Write;
+        let json = r#"{"q":"1' OR '1'='1"}"#;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(json.as_bytes()).unwrap();
+        let gz = gz.finish().unwrap();
+        let ct = ("content-type", "application/json");
+        assert_eq!(
+            found_in_bytes(&[ct, ("content-encoding", "gzip")], gz.clone()),
+            Ok(at("json", "$.q"))
+        );
+        let utf16: Vec<u8> = json.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(found_in_bytes(&[ct], utf16.clone()), Ok(at("json", "$.q")));
+        assert_eq!(
+            found_in_bytes(
+                &[("content-type", "application/json; charset=utf-16le")],
+                utf16
+            ),
+            Ok(at("json", "$.q"))
+        );
+        let utf32: Vec<u8> = json
+            .chars()
+            .flat_map(|c| (c as u32).to_be_bytes())
+            .collect();
+        assert_eq!(found_in_bytes(&[ct], utf32), Ok(at("json", "$.q")));
+        // What cannot be decoded is refused, never let through.
+        let e = found_in_bytes(&[ct, ("content-encoding", "compress")], gz).unwrap_err();
+        assert_eq!(e.problem().status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let e = found_in_bytes(
+            &[("content-type", "text/plain; charset=nope")],
+            b"x".to_vec(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, DecodeError::Undecodable(_)));
+    }
+
+    #[test]
+    fn a_multipart_field_of_any_type_is_tested() {
+        let body = "--b\r\nContent-Disposition: form-data; name=\"id\"\r\n\
+                    Content-Type: application/octet-stream\r\n\r\n1' OR '1'='1\r\n--b--\r\n";
+        let ct = ("content-type", "multipart/form-data; boundary=b");
+        assert_eq!(
+            found_in_bytes(&[ct], body.as_bytes().to_vec()),
+            Ok(at("multipart", "id"))
+        );
+        // A file of a type that is not read stays a file.
+        let file = body.replace("name=\"id\"", "name=\"id\"; filename=\"a.bin\"");
+        assert_eq!(found_in_bytes(&[ct], file.into_bytes()), Ok(None));
+    }
+
     proptest::proptest! {
         /// Any body, under any of the types that are read, is tested without a panic.
         #[test]
@@ -727,7 +851,7 @@ mod tests {
                 path.push_str(&name);
             }
             let body = v.to_string();
-            let hit = scan_body("application/json", body.as_bytes(), 0).unwrap();
+            let hit = scan_body("application/json", body.as_bytes(), 0).unwrap().unwrap();
             proptest::prop_assert_eq!(hit.place, "json");
             proptest::prop_assert_eq!(hit.name, path);
         }

@@ -494,11 +494,22 @@ impl Policy for XmlProtection {
         let Some(body) = ex.request_bytes() else {
             return Outcome::Continue;
         };
-        match check(body, &self.limits) {
+        // A compressed body is checked as the backend reads it; its charset is the XML
+        // parser's to read (the byte order mark, the declaration).
+        let decoded = match turnpike_core::decode::content(&ex.request.headers, body) {
+            Ok(d) => d,
+            Err(e) => return Outcome::Reject(e.problem()),
+        };
+        let coded = matches!(decoded, Cow::Owned(_));
+        match check(&decoded, &self.limits) {
             Ok(Cow::Borrowed(_)) => Outcome::Continue,
             Ok(Cow::Owned(cleaned)) => {
                 let len = cleaned.len();
                 ex.request_body = Body::full(cleaned);
+                // The cleaned body is sent decoded.
+                if coded {
+                    ex.request.headers.remove(header::CONTENT_ENCODING);
+                }
                 ex.request
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));

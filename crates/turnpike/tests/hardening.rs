@@ -509,3 +509,222 @@ async fn request_trailers_are_dropped_or_filtered() {
         }
     }
 }
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn zlib(b: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+async fn post_bytes(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Reply {
+    let mut r = req("POST", path);
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    send(
+        addr,
+        r.body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .unwrap(),
+    )
+    .await
+}
+
+/// Compressed bodies, UTF-16/UTF-32 JSON and multipart fields of any type are inspected as the
+/// backend reads them; a decompression bomb is 413 and an unknown coding 415, never forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_bodies_are_inspected_as_the_backend_reads_them() {
+    let backend = Backend::start().await;
+    let gw = TestGateway::start(&format!(
+        r#"api:
+  port: 0
+  path: /sql
+  flow:
+    - sqlInjectionProtection: {{}}
+  target:
+    url: http://127.0.0.1:{0}
+---
+api:
+  port: 0
+  path: /json
+  flow:
+    - jsonProtection:
+        maxDepth: 5
+  target:
+    url: http://127.0.0.1:{0}
+"#,
+        backend.port()
+    ));
+    let addr = gw.addr();
+    let json = "application/json";
+    let form = "application/x-www-form-urlencoded";
+    let attack_json = br#"{"user":{"name":"1' OR '1'='1"}}"#;
+    let attack_form = b"id=1%27%20OR%20%271%27%3D%271";
+    // `attack_form` compressed by brotli 1.1 (Python's `brotli.compress`).
+    let attack_form_br = hex("0b0e8069643d312532372532304f52253230253237312532372533442532373103");
+    let utf16: Vec<u8> = std::str::from_utf8(attack_json)
+        .unwrap()
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    let utf32: Vec<u8> = std::str::from_utf8(attack_json)
+        .unwrap()
+        .chars()
+        .flat_map(|c| (c as u32).to_be_bytes())
+        .collect();
+    let multipart = b"--b\r\nContent-Disposition: form-data; name=\"id\"\r\n\
+Content-Type: application/octet-stream\r\n\r\n1' OR '1'='1\r\n--b--\r\n"
+        .to_vec();
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>);
+    let cases: Vec<Case> = vec![
+        (
+            "gzip JSON",
+            vec![("content-type", json), ("content-encoding", "gzip")],
+            gzip(attack_json),
+        ),
+        (
+            "deflate form",
+            vec![("content-type", form), ("content-encoding", "deflate")],
+            zlib(attack_form),
+        ),
+        (
+            "br form",
+            vec![("content-type", form), ("content-encoding", "br")],
+            attack_form_br,
+        ),
+        (
+            "zstd JSON",
+            vec![("content-type", json), ("content-encoding", "zstd")],
+            zstd::encode_all(&attack_json[..], 3).unwrap(),
+        ),
+        (
+            "gzip then zstd",
+            vec![("content-type", json), ("content-encoding", "gzip, zstd")],
+            zstd::encode_all(&gzip(attack_json)[..], 3).unwrap(),
+        ),
+        (
+            "UTF-16 JSON without charset",
+            vec![("content-type", json)],
+            utf16.clone(),
+        ),
+        (
+            "UTF-16 JSON with charset",
+            vec![("content-type", "application/json; charset=utf-16le")],
+            utf16,
+        ),
+        ("UTF-32 JSON", vec![("content-type", json)], utf32),
+        (
+            "multipart field of type octet-stream",
+            vec![("content-type", "multipart/form-data; boundary=b")],
+            multipart,
+        ),
+    ];
+    for (what, headers, body) in cases {
+        let r = post_bytes(addr, "/sql", &headers, body).await;
+        assert_eq!(r.status, 400, "{what}: {}", r.text());
+        assert_eq!(
+            r.json()["type"],
+            "urn:turnpike:problem:sql-injection",
+            "{what}"
+        );
+    }
+    assert_eq!(backend.count(), 0, "an attack reached the backend");
+
+    // A bomb: 40 MiB of zeros in about 40 KB.
+    let bomb = gzip(&vec![0u8; 40 << 20]);
+    let r = post_bytes(
+        addr,
+        "/sql",
+        &[("content-type", json), ("content-encoding", "gzip")],
+        bomb,
+    )
+    .await;
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:body-too-large");
+    for (headers, body) in [
+        (
+            vec![("content-type", json), ("content-encoding", "compress")],
+            attack_json.to_vec(),
+        ),
+        (
+            vec![("content-type", json), ("content-encoding", "gzip")],
+            attack_json.to_vec(),
+        ),
+        (
+            vec![("content-type", "text/plain; charset=x-unknown")],
+            b"1' OR '1'='1".to_vec(),
+        ),
+    ] {
+        let r = post_bytes(addr, "/sql", &headers, body).await;
+        assert_eq!(r.status, 415, "{headers:?}: {}", r.text());
+        assert_eq!(
+            r.json()["type"],
+            "urn:turnpike:problem:unsupported-media-type"
+        );
+    }
+    assert_eq!(
+        backend.count(),
+        0,
+        "an undecodable body reached the backend"
+    );
+
+    // An ordinary compressed body goes to the backend as it was sent.
+    let benign = gzip(br#"{"user":{"name":"O'Reilly"}}"#);
+    let r = post_bytes(
+        addr,
+        "/sql",
+        &[("content-type", json), ("content-encoding", "gzip")],
+        benign.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = backend.last();
+    assert_eq!(seen.body, benign);
+    assert_eq!(seen.headers["content-encoding"], "gzip");
+
+    // jsonProtection reads the decoded document too.
+    let nested = format!("{}1{}", "[".repeat(10), "]".repeat(10));
+    let r = post_bytes(
+        addr,
+        "/json",
+        &[("content-type", json), ("content-encoding", "gzip")],
+        gzip(nested.as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = post_bytes(
+        addr,
+        "/json",
+        &[("content-type", json), ("content-encoding", "br")],
+        b"[1]".to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 415, "{}", r.text());
+    let r = post_bytes(
+        addr,
+        "/json",
+        &[("content-type", json), ("content-encoding", "gzip")],
+        gzip(b"[[1]]"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}

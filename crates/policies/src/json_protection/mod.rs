@@ -11,6 +11,7 @@ mod tests;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_config::units::{ByteSize, Flag};
+use turnpike_core::decode::{self, TextKind};
 use turnpike_core::problems;
 use turnpike_core::{BodyInspected, BodyInspector, BodyNeed, Exchange, Outcome, Policy, Problem};
 use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
@@ -162,7 +163,12 @@ impl Policy for JsonProtection {
         if body.is_empty() {
             return Outcome::Continue;
         }
-        match Scanner::check(self.limits, body) {
+        // Content codings and charsets undone: the backend reads the decoded text.
+        let body = match decode::body(&ex.request.headers, TextKind::Json, body) {
+            Ok(b) => b,
+            Err(e) => return Outcome::Reject(e.problem()),
+        };
+        match Scanner::check(self.limits, &body) {
             Ok(()) => Outcome::Continue,
             Err(v) => Outcome::Reject(problem(v, self.report_error)),
         }

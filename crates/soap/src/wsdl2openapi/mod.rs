@@ -460,6 +460,9 @@ impl Policy for Wsdl2OpenApi {
                         Problem::new(&problems::BAD_JSON).with_detail(m.to_string()),
                     )
                 }
+                Err(turnpike_core::json::JsonBodyError::Undecodable(e)) => {
+                    return Outcome::Reject(e.problem())
+                }
             }
         };
         if parsed.as_ref().is_some_and(|v| !v.is_object()) {
