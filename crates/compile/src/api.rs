@@ -308,7 +308,14 @@ pub(crate) fn compile_plain_api(
                     .any(|r| r.to_string().contains("\"redirect"));
             // A forward proxy's target is each request's origin.
             let forward_proxy = located.key == "proxy";
-            if !answers_itself(&api.flow) && !routes_answer && !routes_on && !forward_proxy {
+            // A document with load errors (a misspelt `target:`) is not told again.
+            let recovered = located.origin.recovered;
+            if !answers_itself(&api.flow)
+                && !routes_answer
+                && !routes_on
+                && !forward_proxy
+                && !recovered
+            {
                 errors.push(located.error(
                     "",
                     "this API has no `target:` and its flow never answers (add a target or a `return` policy)",

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use turnpike_core::settings::parse_all;
+use turnpike_core::settings::parse_recovering;
 use turnpike_core::CompileError;
 
 use crate::components::{is_components, Components};
@@ -27,6 +27,9 @@ pub struct Origin {
     /// The document as read (environment references replaced), for comparing two loads.
     pub raw: serde_json::Value,
     spans: HashMap<String, Span>,
+    /// The document had errors and is what is left once they were taken out: checks that
+    /// would only repeat them (a missing `target:` that was misspelt) stay quiet.
+    pub recovered: bool,
 }
 
 impl Origin {
@@ -163,8 +166,10 @@ pub fn load_with_env(
     errors.into_result(set)
 }
 
-/// Loads what can be loaded: the documents without errors, and every error found. Used to
-/// report all problems at once (documents that failed to load are left out of the set).
+/// Loads what can be loaded, and every error found: used to report all problems at once. A
+/// document with errors is in the set as far as it parses (its unknown keys and values of the
+/// wrong type taken out), or left out when it does not; never serve a set that came with
+/// errors.
 pub fn load_lenient(
     paths: &[PathBuf],
     env: &dyn Fn(&str) -> Option<String>,
@@ -346,22 +351,24 @@ impl Loader<'_> {
             }
             let mut spans = HashMap::new();
             let json = yaml::to_json(node, &mut String::new(), &mut spans);
-            let origin = Arc::new(Origin {
+            let mut origin = Origin {
                 file: path.to_owned(),
                 document: index,
                 raw: json.clone(),
                 spans,
-            });
-            let doc: Document = match parse_all(json) {
-                Ok(d) => d,
-                Err(errors) => {
-                    for e in errors {
-                        self.errors.push(model_error(&origin, e));
-                    }
-                    continue;
-                }
+                recovered: false,
             };
-            self.add(doc, origin);
+            // A document with errors is still added as far as it parses (its bad keys and
+            // values taken out), so that compiling it reports its other errors in the same run;
+            // the load fails on the errors found here.
+            let (doc, errors) = parse_recovering::<Document>(json);
+            origin.recovered = !errors.is_empty();
+            for e in errors {
+                self.errors.push(model_error(&origin, e));
+            }
+            if let Some(doc) = doc {
+                self.add(doc, Arc::new(origin));
+            }
         }
     }
 

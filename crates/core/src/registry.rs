@@ -164,8 +164,16 @@ fn compile_as<P: PolicyFactory>(
     settings: serde_json::Value,
     ctx: &CompileContext<'_>,
 ) -> Result<Box<dyn Policy>, Vec<CompileError>> {
-    let settings = crate::settings::parse_all::<P::Settings>(settings)?;
-    P::compile(settings, ctx)
-        .map(|p| Box::new(p) as Box<dyn Policy>)
-        .map_err(|e| vec![e])
+    // Settings left after the bad ones were taken out are still compiled, so that their
+    // other errors (a bad template, conflicting settings) show in the same run.
+    let (settings, mut errors) = crate::settings::parse_recovering::<P::Settings>(settings);
+    let compiled = settings.map(|s| P::compile(s, ctx));
+    match compiled {
+        Some(Ok(p)) if errors.is_empty() => Ok(Box::new(p) as Box<dyn Policy>),
+        Some(Err(e)) => {
+            errors.push(e);
+            Err(errors)
+        }
+        _ => Err(errors),
+    }
 }

@@ -49,13 +49,23 @@ const MAX_ERRORS: usize = 50;
 /// the whole value); a required setting reported missing because its wrong value was taken out
 /// is not reported twice. Keys are paths below `value` (`jwks[0].url`); an unknown setting's
 /// error names the setting and is about the key itself ([`CompileError::at_key`]).
-pub fn parse_all<T: DeserializeOwned>(mut value: Value) -> Result<T, Vec<CompileError>> {
+pub fn parse_all<T: DeserializeOwned>(value: Value) -> Result<T, Vec<CompileError>> {
+    match parse_recovering(value) {
+        (Some(t), errors) if errors.is_empty() => Ok(t),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// [`parse_all`], also returning what is left once every offending key and value was taken
+/// out, when that parses: the caller checks it further (a document's policies and templates, a
+/// policy's settings against each other), so that one run reports every error. The value is
+/// `None` when an error could not be taken out.
+pub fn parse_recovering<T: DeserializeOwned>(mut value: Value) -> (Option<T>, Vec<CompileError>) {
     let mut errors: Vec<CompileError> = Vec::new();
     let mut taken_out: Vec<String> = Vec::new();
     loop {
         let e = match serde_path_to_error::deserialize::<_, T>(&value) {
-            Ok(t) if errors.is_empty() => return Ok(t),
-            Ok(_) => return Err(errors),
+            Ok(t) => return (Some(t), errors),
             Err(e) => e,
         };
         let segments: Vec<Segment> = e.path().iter().cloned().collect();
@@ -63,7 +73,7 @@ pub fn parse_all<T: DeserializeOwned>(mut value: Value) -> Result<T, Vec<Compile
         let message = clean(e.inner().to_string());
         if let Some(field) = quoted_after(&message, "missing field `") {
             if taken_out.contains(&join(&path, field)) {
-                return Err(errors);
+                return (None, errors);
             }
         }
         let unknown = quoted_after(&message, "unknown field `").map(str::to_owned);
@@ -85,14 +95,14 @@ pub fn parse_all<T: DeserializeOwned>(mut value: Value) -> Result<T, Vec<Compile
         let key = error.key.clone();
         errors.push(error);
         if errors.len() >= MAX_ERRORS {
-            return Err(errors);
+            return (None, errors);
         }
         let removed = match &unknown {
             Some(field) => take_out(&mut value, &segments, Some(field)),
             None => take_out(&mut value, &segments, None),
         };
         if !removed {
-            return Err(errors);
+            return (None, errors);
         }
         taken_out.push(key);
     }

@@ -89,7 +89,9 @@ pub fn recent(limit: usize, keep: impl Fn(&Record) -> bool) -> Vec<Arc<Record>> 
     let mut all: Vec<Arc<Record>> = Vec::new();
     for r in rings {
         let items = r.items.lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(items.iter().filter(|x| keep(x)).cloned());
+        // Newest first within a ring, so that exchanges of the same millisecond keep their
+        // order through the stable sort below.
+        all.extend(items.iter().rev().filter(|x| keep(x)).cloned());
     }
     all.sort_by_key(|r| std::cmp::Reverse(r.time_ms));
     all.truncate(limit);

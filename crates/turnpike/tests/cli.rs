@@ -50,6 +50,31 @@ fn validate_reports_every_error_with_file_line_column_and_key() {
     );
     assert_eq!(err.lines().count(), 3, "{err}");
 
+    // Every error of one document: a misspelt key hides neither the policy settings nor the
+    // placeholder after it; two APIs taking the same requests name both places.
+    let f = write(
+        &dir,
+        "many.yaml",
+        "api:\n  port: 2000\n  targte:\n    url: http://localhost:9000\n  flow:\n    - rateLimiter:\n        requestLimit: many\n        requestLimitDuration: 10s\n    - setHeader:\n        name: X-A\n        value: ${nope.thing}\n---\napi:\n  port: 2001\n  path: /x\n  target: { url: \"http://localhost:9000\" }\n---\napi:\n  port: 2001\n  path: /x\n  target: { url: \"http://localhost:9001\" }\n",
+    );
+    let out = Command::new(BIN)
+        .args(["validate", "-c"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = f.display().to_string();
+    for want in [
+        format!("{file}:3:3: api.targte: unknown field `targte`"),
+        format!("{file}:7:23: api.flow[0].rateLimiter.requestLimit: "),
+        format!("{file}:11:16: api.flow[1].setHeader.value: unknown template `${{nope.thing}}`"),
+        format!("{file}:18:1: api: this API takes the same requests (port, host, method and path) as the one at {file}:13:1"),
+    ] {
+        assert!(err.contains(&want), "missing `{want}` in:\n{err}");
+    }
+    assert_eq!(err.lines().count(), 4, "{err}");
+
     let f = write(&dir, "lonely.yaml", "api:\n  port: 2000\n");
     let out = Command::new(BIN)
         .args(["validate", "-c"])

@@ -1,6 +1,7 @@
 //! `python` policies run by real executor processes (the repository's `python/` package):
 //! header, path and body changes seen by a real backend, early answers, `async` policies,
-//! exceptions, timeouts, an executor killed under load, reloads of changed code, load errors.
+//! exceptions, timeouts, an executor killed under load, the watchdog that restarts an executor
+//! a hanging call holds, reloads of changed code, load errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,6 +15,7 @@ use http_body_util::Full;
 
 const POLICIES: &str = r#"
 import asyncio
+import time
 from turnpike_policy import Policy, Response
 
 
@@ -46,6 +48,12 @@ class Sleepy(Policy):
     async def on_request(self, request):
         await asyncio.sleep(float(request.headers.get("x-sleep", "0")))
         request.headers["x-async"] = "yes"
+
+
+class Hang(Policy):
+    def on_request(self, request):
+        if request.headers.get("x-hang") == "1":
+            time.sleep(60)
 
 
 class Boom(Policy):
@@ -133,6 +141,20 @@ api:
   ip: 127.0.0.1
   path: {{ uri: /s/ }}
   flow: [ {{ python: {{ module: shop, class: Sleepy, timeout: 300ms }} }} ]
+  target: {{ host: 127.0.0.1, port: {backend} }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /hang/ }}
+  flow: [ {{ python: {{ module: shop, class: Hang, timeout: 300ms }} }} ]
+  target: {{ host: 127.0.0.1, port: {backend} }}
+---
+api:
+  port: 0
+  ip: 127.0.0.1
+  path: {{ uri: /patient/ }}
+  flow: [ {{ python: {{ module: shop, class: AddTenant, config: {{ header: X-Tenant }}, timeout: 5s }} }} ]
   target: {{ host: 127.0.0.1, port: {backend} }}
 ---
 api:
@@ -328,6 +350,51 @@ async fn an_executor_killed_under_load_is_back_within_a_second() {
     let after = executor_pids(gw.dir.path());
     assert_eq!(after.len(), 1);
     assert_ne!(after[0], pids[0]);
+}
+
+/// A plain method that blocks (`time.sleep(60)`) holds its executor's event loop: the watchdog
+/// kills that executor when the call outlives its timeout and starts it again, so the requests
+/// after it are served instead of waiting behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_policy_is_killed_by_the_watchdog_and_the_rest_are_served() {
+    if !python_available() {
+        return;
+    }
+    let backend = Backend::start().await;
+    let gw = start(backend.port(), 1);
+    let addr = gw.addr();
+    assert_eq!(get(addr, "/patient/a").await.status, 200);
+    let pids = executor_pids(gw.dir.path());
+    assert_eq!(pids.len(), 1, "{pids:?}");
+
+    let started = Instant::now();
+    let r = get_with(addr, "/hang/x", &[("x-hang", "1")]).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.json()["type"], "urn:turnpike:problem:policy-timeout");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // 100 ordinary requests right after: each waits (within its 5 s timeout) for the executor
+    // to be back, none waits for the sleeping one.
+    let before = backend.count();
+    let started = Instant::now();
+    let mut calls = Vec::new();
+    for i in 0..100 {
+        calls.push(tokio::spawn(async move {
+            get(addr, &format!("/patient/n{i}")).await.status.as_u16()
+        }));
+    }
+    let mut statuses = Vec::new();
+    for c in calls {
+        statuses.push(c.await.unwrap());
+    }
+    let took = started.elapsed();
+    eprintln!("100 requests after the hanging one took {took:?}");
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    assert_eq!(backend.count() - before, 100);
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let after = executor_pids(gw.dir.path());
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after[0], pids[0], "the hanging executor still runs");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,10 +106,37 @@ impl Drop for PendingGuard {
 /// started again).
 const RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// Which executor holds a call that has been sent and not answered yet: what the watchdog
+/// needs when the call outlives its timeout ([`InFlight::condemn`]).
+#[derive(Default)]
+pub(crate) struct InFlight(RefCell<Option<(Arc<Executor>, u64)>>);
+
+impl InFlight {
+    /// Called when the call's timeout fired with the call still unanswered: the executor that
+    /// holds it (the process of that generation) is killed and started again by its
+    /// supervisor, so that a policy stuck in a loop or a blocking call stops holding every
+    /// request sent to it. Returns true when a call was in flight.
+    pub(crate) fn condemn(&self) -> bool {
+        match self.0.borrow_mut().take() {
+            Some((executor, generation)) => {
+                executor.condemn(generation);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Sends one call (JSON and body) to an executor of `pool` and waits for its answer. While no
 /// executor can take the call (all are being started again, or a connection cannot be opened)
 /// it waits: the caller's timeout bounds it. Once sent, a call whose executor goes away fails.
-pub(crate) async fn call(pool: &Arc<Pool>, json: &[u8], body: &[u8]) -> Result<Frame, CallError> {
+/// `in_flight` holds the executor while the call waits for its answer.
+pub(crate) async fn call(
+    pool: &Arc<Pool>,
+    json: &[u8],
+    body: &[u8],
+    in_flight: &InFlight,
+) -> Result<Frame, CallError> {
     let frame = encode_later(json, body);
     loop {
         let Some((index, executor)) = pick(pool) else {
@@ -137,7 +164,10 @@ pub(crate) async fn call(pool: &Arc<Pool>, json: &[u8], body: &[u8]) -> Result<F
             // Never left: another connection may take it.
             continue;
         }
-        return rx.await.map_err(|_| CallError::Lost);
+        *in_flight.0.borrow_mut() = Some((executor.clone(), conn.generation));
+        let answer = rx.await.map_err(|_| CallError::Lost);
+        in_flight.0.borrow_mut().take();
+        return answer;
     }
 }
 

@@ -87,7 +87,26 @@ pub(crate) struct Executor {
     pub(crate) generation: AtomicU64,
     /// False while the process is being started again.
     pub(crate) ready: AtomicBool,
+    /// The generation + 1 of a process a call outlived its timeout on (0: none): its
+    /// supervisor kills it and starts it again.
+    condemned: AtomicU64,
     stdin: Mutex<Option<ChildStdin>>,
+}
+
+impl Executor {
+    /// Asks the supervisor to kill and start again the process of `generation` (a call to it
+    /// outlived its timeout); new calls go to other executors meanwhile. Nothing happens when
+    /// that process was replaced already.
+    pub(crate) fn condemn(&self, generation: u64) {
+        if self.generation.load(Ordering::Acquire) == generation {
+            self.condemned.store(generation + 1, Ordering::Release);
+            self.ready.store(false, Ordering::Release);
+        }
+    }
+
+    fn is_condemned(&self) -> bool {
+        self.condemned.load(Ordering::Acquire) == self.generation.load(Ordering::Acquire) + 1
+    }
 }
 
 impl Executors {
@@ -232,6 +251,7 @@ fn start_pool(setup: &PythonSetup, specs: &[Spec]) -> Result<Pool, StartError> {
             socket,
             generation: AtomicU64::new(0),
             ready: AtomicBool::new(true),
+            condemned: AtomicU64::new(0),
             stdin: Mutex::new(Some(stdin)),
         });
         children.push((child, ex.clone()));
@@ -415,7 +435,9 @@ fn stop(child: &mut Child) {
 }
 
 /// Watches one executor: starts it again when it exits (after 100 ms, doubling up to 5 s while
-/// it keeps failing), and stops it on shutdown.
+/// it keeps failing), kills it and starts it again at once when a call outlived its timeout
+/// (the watchdog: a policy stuck in a loop or a blocking call holds every call sent to its
+/// process), and stops it on shutdown.
 fn supervise(
     mut child: Child,
     ex: &Executor,
@@ -427,9 +449,15 @@ fn supervise(
     let mut backoff = Duration::from_millis(100);
     let mut since = Instant::now();
     let mut asked_to_stop: Option<Instant> = None;
+    let mut killed = false;
     loop {
         match child.try_wait() {
             Ok(None) => {
+                if ex.is_condemned() && !killed {
+                    tracing::warn!(socket = %ex.socket.display(), "a Python executor did not answer a call within its timeout; killing it and starting it again");
+                    let _ = child.kill();
+                    killed = true;
+                }
                 if shutdown.load(Ordering::Relaxed) {
                     let at = *asked_to_stop.get_or_insert_with(Instant::now);
                     if at.elapsed() > Duration::from_secs(2) {
@@ -454,8 +482,15 @@ fn supervise(
         if since.elapsed() > Duration::from_secs(10) {
             backoff = Duration::from_millis(100);
         }
+        // A process the watchdog killed comes back at once; one that failed by itself after
+        // the back-off.
+        let mut pause = if std::mem::take(&mut killed) {
+            Duration::ZERO
+        } else {
+            backoff
+        };
         loop {
-            std::thread::sleep(backoff);
+            std::thread::sleep(pause);
             if shutdown.load(Ordering::Relaxed) {
                 return;
             }
@@ -490,6 +525,7 @@ fn supervise(
                 Err(e) => {
                     tracing::error!(error = %e.message, "a Python executor cannot be started again");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
+                    pause = backoff;
                 }
             }
         }

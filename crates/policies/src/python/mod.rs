@@ -100,6 +100,16 @@ impl PolicyFactory for Python {
         if timeout.is_zero() {
             return Err(err("timeout", "must be more than 0"));
         }
+        if c.on_error == OnError::Skip {
+            // Fail-open: a crash, an exception or a timeout lets the request through unchecked.
+            tracing::warn!(
+                site = ctx.site,
+                "python {}.{}: `onError: skip` lets requests through unchecked when the policy \
+                 fails or is late; do not use it for a policy that authenticates or authorizes",
+                c.module,
+                c.class
+            );
+        }
         let id = executors.register(&c.module, &c.class, config, ctx.site);
         Ok(Python {
             id,
@@ -261,16 +271,30 @@ impl Python {
             (BodyMode::Buffer, true) => ex.response_bytes().cloned().unwrap_or_default(),
         };
         let (me, late) = (self.handle.clone(), self.handle.clone());
+        let in_flight = std::rc::Rc::new(conn::InFlight::default());
+        let watch = in_flight.clone();
         Outcome::Wait(Wait::new(
             async move {
-                let answer = conn::call(&pool, &json, &body).await;
+                let answer = conn::call(&pool, &json, &body, &in_flight).await;
                 Box::new(move |ex: &mut Exchange| match answer {
                     Ok(frame) => me.apply(ex, frame, response),
                     Err(e) => me.failed(ex, &e.to_string(), false),
                 }) as Resume
             },
             self.handle.timeout,
-            move |ex| late.failed(ex, "it did not answer in time", true),
+            move |ex| {
+                // The executor holding the call is stuck or overloaded: the watchdog starts it
+                // again rather than let it hold every later request.
+                if watch.condemn() {
+                    late.failed(
+                        ex,
+                        "it did not answer in time; its executor is started again",
+                        true,
+                    )
+                } else {
+                    late.failed(ex, "it did not answer in time", true)
+                }
+            },
         ))
     }
 
