@@ -302,6 +302,39 @@ async fn run(
     }
 }
 
+/// An error with its causes (`transport error: … invalid peer certificate: UnknownIssuer`):
+/// the operator reads it in the status and the log, where a TLS failure must say what failed.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+/// The client's TLS settings: the given CAs (else the system's roots), the client certificate,
+/// the name to check.
+fn tls_options(tls: &turnpike_compile::admin::EtcdTls) -> etcd_client::TlsOptions {
+    let mut o = etcd_client::TlsOptions::new();
+    o = match &tls.ca {
+        Some(ca) => o.ca_certificate(etcd_client::Certificate::from_pem(ca)),
+        None => o.with_native_roots(),
+    };
+    if let Some((cert, key)) = &tls.identity {
+        o = o.identity(etcd_client::Identity::from_pem(cert, key));
+    }
+    if let Some(name) = &tls.server_name {
+        o = o.domain_name(name.clone());
+    }
+    o
+}
+
 /// One connection: lists (when nothing was seen yet, or the last revision was compacted) and
 /// watches until an error or a stop.
 #[allow(clippy::too_many_arguments)]
@@ -323,13 +356,16 @@ async fn session(
     if let Some((u, p)) = &settings.user {
         options = options.with_user(u.clone(), p.clone());
     }
+    if let Some(tls) = &settings.tls {
+        options = options.with_tls(tls_options(tls));
+    }
     let mut client = tokio::time::timeout(
         settings.timeout,
         Client::connect(settings.endpoints.clone(), Some(options)),
     )
     .await
     .map_err(|_| "connecting timed out".to_owned())?
-    .map_err(|e| format!("cannot connect: {e}"))?;
+    .map_err(|e| format!("cannot connect: {}", with_causes(&e)))?;
     *lock(&shared.client) = Some(client.clone());
     let mut must_list = *revision == 0;
     loop {
@@ -337,7 +373,7 @@ async fn session(
             let resp = client
                 .get(prefix, Some(GetOptions::new().with_prefix()))
                 .await
-                .map_err(|e| format!("cannot list {prefix}: {e}"))?;
+                .map_err(|e| format!("cannot list {prefix}: {}", with_causes(&e)))?;
             docs.clear();
             for kv in resp.kvs() {
                 let key = String::from_utf8_lossy(kv.key());
@@ -359,7 +395,7 @@ async fn session(
         let mut stream = client
             .watch(prefix, Some(options))
             .await
-            .map_err(|e| format!("cannot watch {prefix}: {e}"))?;
+            .map_err(|e| format!("cannot watch {prefix}: {}", with_causes(&e)))?;
         {
             let mut st = lock(&shared.status);
             st.connected = true;

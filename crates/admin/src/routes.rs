@@ -88,7 +88,8 @@ where
         ["console"] => only(&parts.method, &[Method::GET], crate::console::page),
         ["admin", "v1", "stats"] => only(&parts.method, &[Method::GET], || stats(&admin)),
         ["admin", "v1", "exchanges"] => only(&parts.method, &[Method::GET], || {
-            exchanges(parts.uri.query().unwrap_or(""))
+            let store = admin.manager.gateway().snapshot().settings.exchange_store;
+            exchanges(parts.uri.query().unwrap_or(""), store.map(|(size, _)| size))
         }),
         ["admin", "v1", "exchanges", id] => only(&parts.method, &[Method::GET], || exchange(id)),
         ["admin", "v1", "openapi.json"] => only(&parts.method, &[Method::GET], || {
@@ -354,8 +355,12 @@ fn summary(r: &turnpike_engine::exchanges::Record) -> Value {
     })
 }
 
-/// `?api=NAME&status=4xx|404&limit=N`: the recent exchanges, newest first.
-fn exchanges(query: &str) -> Answer {
+/// The one line that turns the store of recent exchanges on, for answers while it is off.
+const STORE_OFF: &str = "The store of recent exchanges is off. Turn it on with a `telemetry:` document: `telemetry: { exchangeStore: { size: 1000 } }`";
+
+/// `?api=NAME&status=4xx|404&limit=N`: the recent exchanges, newest first; `size` is the
+/// store's size, `None` while it is off (the answer then says how to turn it on).
+fn exchanges(query: &str, size: Option<usize>) -> Answer {
     let mut api = None;
     let mut status = None;
     let mut limit = 100usize;
@@ -382,10 +387,12 @@ fn exchanges(query: &str) -> Answer {
     .iter()
     .map(|r| summary(r))
     .collect();
-    json_answer(
-        StatusCode::OK,
-        &json!({"count": items.len(), "items": items}),
-    )
+    let mut body = json!({"count": items.len(), "items": items, "enabled": size.is_some()});
+    match size {
+        Some(n) => body["size"] = json!(n),
+        None => body["hint"] = json!(STORE_OFF),
+    }
+    json_answer(StatusCode::OK, &body)
 }
 
 /// One exchange with its headers and the start of its bodies.

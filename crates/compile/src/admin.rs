@@ -65,6 +65,19 @@ pub struct EtcdSettings {
     pub user: Option<(String, String)>,
     /// Connect and request timeout.
     pub timeout: Duration,
+    /// TLS to `https://` endpoints.
+    pub tls: Option<EtcdTls>,
+}
+
+/// TLS to etcd, as PEM read at load time.
+#[derive(Clone)]
+pub struct EtcdTls {
+    /// The CAs trusted for the members' certificates (`None`: the system's roots).
+    pub ca: Option<Vec<u8>>,
+    /// The client certificate chain and its key (mutual TLS).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name checked in the members' certificates instead of the endpoint's host.
+    pub server_name: Option<String>,
 }
 
 impl std::fmt::Debug for EtcdSettings {
@@ -205,14 +218,32 @@ fn compile_admin(a: &Located<AdminConfig>, errors: &mut ConfigErrors) -> Option<
                     ));
                     return None;
                 }
-                if ep.starts_with("https://") {
+            }
+            let https = e.endpoints.iter().filter(|ep| ep.starts_with("https://")).count();
+            if https != 0 && https != e.endpoints.len() {
+                errors.push(a.error(
+                    "store.etcd.endpoints",
+                    "mixes http:// and https://: a cluster's members are all reached one way",
+                ));
+                return None;
+            }
+            let tls = match (https > 0, &e.ssl) {
+                (false, None) => None,
+                (false, Some(_)) => {
                     errors.push(a.error(
-                        &format!("store.etcd.endpoints[{i}]"),
-                        "TLS to etcd is not supported: use http:// on a trusted network, or a local etcd proxy",
+                        "store.etcd.ssl",
+                        "TLS settings need https:// endpoints",
                     ));
                     return None;
                 }
-            }
+                (true, ssl) => match etcd_tls(ssl.as_ref(), base_dir(a)) {
+                    Ok(t) => Some(t),
+                    Err((key, msg)) => {
+                        errors.push(a.error(&format!("store.etcd.ssl{key}"), msg));
+                        return None;
+                    }
+                },
+            };
             let prefix = e.prefix.as_deref().unwrap_or("/turnpike").trim_end_matches('/');
             if !prefix.starts_with('/') {
                 errors.push(a.error("store.etcd.prefix", "must start with `/`"));
@@ -231,6 +262,7 @@ fn compile_admin(a: &Located<AdminConfig>, errors: &mut ConfigErrors) -> Option<
                 prefix: prefix.to_owned(),
                 user,
                 timeout: e.timeout.map_or(Duration::from_secs(2), |d| d.0),
+                tls,
             })
         });
         let dir = match &s.dir {
@@ -317,4 +349,62 @@ pub fn warnings(set: &ConfigSet) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The PEM files of `store.etcd.ssl`, read and checked (the same checks as a target's TLS);
+/// `Err((key below ssl, message))`.
+fn etcd_tls(
+    ssl: Option<&turnpike_config::TargetSsl>,
+    base: &std::path::Path,
+) -> Result<EtcdTls, (String, String)> {
+    let Some(ssl) = ssl else {
+        return Ok(EtcdTls {
+            ca: None,
+            identity: None,
+            server_name: None,
+        });
+    };
+    if ssl.insecure_skip_verify.0 {
+        return Err((
+            ".insecureSkipVerify".into(),
+            "is not supported for etcd: give the cluster's CA as `truststore`".into(),
+        ));
+    }
+    if ssl.keystore.is_some() {
+        return Err((
+            ".keystore".into(),
+            "etcd takes the client certificate as PEM: use `certificate` and `key`".into(),
+        ));
+    }
+    // The same checks as a target's: files present, certificates and key parse and match.
+    turnpike_tls::client_config(Some(ssl), base, true, "etcd").map_err(|m| (String::new(), m))?;
+    let read = |key: &str, file: &str| -> Result<Vec<u8>, (String, String)> {
+        let path = base.join(file);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            (
+                key.to_owned(),
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+            return Err((
+                key.to_owned(),
+                format!("{} is not PEM: etcd takes PEM files", path.display()),
+            ));
+        }
+        Ok(bytes)
+    };
+    let ca = match &ssl.truststore {
+        Some(ts) => Some(read(".truststore.location", &ts.location)?),
+        None => None,
+    };
+    let identity = match (&ssl.certificate, &ssl.key) {
+        (Some(c), Some(k)) => Some((read(".certificate", c)?, read(".key", k)?)),
+        _ => None,
+    };
+    Ok(EtcdTls {
+        ca,
+        identity,
+        server_name: ssl.server_name.clone(),
+    })
 }

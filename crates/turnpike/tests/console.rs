@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use common::*;
 use http_body_util::Full;
+use serde_json::json;
 
 const TOKEN: &str = "console-token-0123456789";
 const SECRET: &str = "s3cret-bearer-value";
@@ -97,6 +98,10 @@ async fn recent_exchanges_are_kept_redacted_and_shown_in_the_console() {
     assert_eq!(get(t, "/shop/denied").await.status, 401);
 
     let list = admin_get(a, "/admin/v1/exchanges").await.json();
+    assert_eq!(
+        (&list["enabled"], &list["size"]),
+        (&json!(true), &json!(50))
+    );
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 3);
     assert_eq!(items[2]["id"], id.as_str(), "newest first");
@@ -192,5 +197,35 @@ async fn recent_exchanges_are_kept_redacted_and_shown_in_the_console() {
         );
         eprintln!("SKIPPED: the browser part needs selenium and chromium");
     }
+    control.shutdown();
+}
+
+/// Without a `telemetry.exchangeStore` the store is off (it costs CPU per request and keeps
+/// request data): the API and the console say so, with the line that turns it on, instead of
+/// showing an empty list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_exchange_store_the_console_says_how_to_turn_it_on() {
+    let backend = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin: {{ listen: \"127.0.0.1:0\", token: {TOKEN}, hosts: [test.local] }}\n---\napi:\n  port: 0\n  ip: 127.0.0.1\n  target: {{ url: \"http://127.0.0.1:{}\" }}\n",
+            backend.port()
+        ),
+    )
+    .unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    let a = control.admin_addr().unwrap();
+    assert_eq!(get(t, "/x").await.status, 200);
+    let list = admin_get(a, "/admin/v1/exchanges").await.json();
+    assert_eq!(list["enabled"], false, "{list}");
+    assert_eq!(list["count"], 0);
+    let hint = list["hint"].as_str().unwrap();
+    assert!(hint.contains("exchangeStore: { size: 1000 }"), "{hint}");
+    let page = admin_get(a, "/console").await.text();
+    assert!(page.contains("id=\"exchanges-off\""), "{page}");
     control.shutdown();
 }

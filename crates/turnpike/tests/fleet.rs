@@ -1,7 +1,8 @@
 //! Gateways sharing their documents through a real etcd: writes through any gateway's admin
 //! API (or with etcdctl) reach every gateway; an etcd that goes away costs no request and the
 //! changes made meanwhile arrive (also after a compaction); a gateway that starts while etcd is
-//! down serves its cached configuration.
+//! down serves its cached configuration; a fleet reaches an etcd that requires mutual TLS, and
+//! one that trusts another CA is refused with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -26,12 +27,19 @@ struct Node {
 
 impl Node {
     fn start(endpoint: &str) -> Node {
+        Node::start_with(&format!(
+            "{{ endpoints: [\"{endpoint}\"], prefix: /tp, timeout: 1s }}"
+        ))
+    }
+
+    /// A gateway whose `admin.store.etcd` is `etcd` (a YAML flow map).
+    fn start_with(etcd: &str) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("gateway.yaml");
         std::fs::write(
             &file,
             format!(
-                "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  hosts: [test.local]\n  store:\n    dir: cache\n    etcd: {{ endpoints: [\"{endpoint}\"], prefix: /tp, timeout: 1s }}\n---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
+                "gateway: {{ threads: 1, accessLog: false }}\n---\nadmin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  hosts: [test.local]\n  store:\n    dir: cache\n    etcd: {etcd}\n---\napi:\n  name: hello\n  port: 0\n  ip: 127.0.0.1\n  path: {{ uri: /hello }}\n  flow: [ {{ return: {{ status: 200, body: hi }} }} ]\n"
             ),
         )
         .unwrap();
@@ -312,4 +320,109 @@ async fn a_gateway_started_without_etcd_serves_its_cached_configuration() {
     )
     .await;
     assert_eq!(node.status().await["fleet"]["servingCache"], false);
+}
+
+/// etcd as production clusters run it: TLS only, client certificates required. Two gateways
+/// with the CA and a client certificate converge; a gateway trusting another CA, and one
+/// without a client certificate, are refused and say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_converges_over_mutual_tls_and_a_wrong_ca_is_refused() {
+    if !etcd::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki::Pki::new(dir.path());
+    let etcd = Etcd::start_tls(etcd::Tls {
+        ca: pki.ca.clone(),
+        cert: pki.server.cert.clone(),
+        key: pki.server.key.clone(),
+        client_cert: pki.client.cert.clone(),
+        client_key: pki.client.key.clone(),
+    });
+    let url = etcd.url();
+    assert!(url.starts_with("https://"));
+    let ssl = format!(
+        "ssl: {{ truststore: {{ location: \"{}\" }}, certificate: \"{}\", key: \"{}\" }}",
+        pki.ca.display(),
+        pki.client.cert.display(),
+        pki.client.key.display()
+    );
+    let etcd_yaml = format!("{{ endpoints: [\"{url}\"], prefix: /tp, timeout: 1s, {ssl} }}");
+    let a = Node::start_with(&etcd_yaml);
+    let b = Node::start_with(&etcd_yaml);
+    let r = a
+        .call(
+            "PUT",
+            "/admin/v1/apis/tls",
+            &api("tls", "/tls", "secure"),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    until(b.traffic(), "/tls", Some("secure"), Duration::from_secs(10)).await;
+    assert_eq!(b.status().await["fleet"]["connected"], true);
+    // etcdctl, over TLS with its own client certificate, sees the same document.
+    let (ok, keys) = etcd.ctl(&["get", "/tp", "--prefix", "--keys-only"]);
+    assert!(ok && keys.contains("/tp/apis/tls"), "{keys}");
+
+    // Another CA: the members' certificate is not trusted.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = pki::Pki::new(other_dir.path());
+    let wrong = Node::start_with(&format!(
+        "{{ endpoints: [\"{url}\"], prefix: /tp, timeout: 1s, ssl: {{ truststore: {{ location: \"{}\" }}, certificate: \"{}\", key: \"{}\" }} }}",
+        other.ca.display(),
+        pki.client.cert.display(),
+        pki.client.key.display()
+    ));
+    // No client certificate: etcd refuses the handshake.
+    let anonymous = Node::start_with(&format!(
+        "{{ endpoints: [\"{url}\"], prefix: /tp, timeout: 1s, ssl: {{ truststore: {{ location: \"{}\" }} }} }}",
+        pki.ca.display()
+    ));
+    for (node, what) in [(&wrong, "certificate"), (&anonymous, "")] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = node.status().await;
+            let err = s["fleet"]["lastError"].as_str().unwrap_or("").to_owned();
+            if !err.is_empty() {
+                assert_eq!(s["fleet"]["connected"], false, "{s}");
+                assert!(err.to_lowercase().contains(what), "{err}");
+                eprintln!("refused: {err}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no error after 10 s: {s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(get(node.traffic(), "/tls").await.status, 404);
+    }
+
+    // TLS settings are checked at load: a PKCS#12 keystore, plain http:// with `ssl`, mixed
+    // schemes.
+    for (etcd_yaml, want) in [
+        (
+            format!("{{ endpoints: [\"{url}\"], ssl: {{ keystore: {{ location: x.p12 }} }} }}"),
+            "store.etcd.ssl.keystore",
+        ),
+        (
+            format!("{{ endpoints: [\"http://127.0.0.1:1\"], {ssl} }}"),
+            "TLS settings need https:// endpoints",
+        ),
+        (
+            format!("{{ endpoints: [\"{url}\", \"http://127.0.0.1:1\"] }}"),
+            "mixes http:// and https://",
+        ),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("gateway.yaml");
+        std::fs::write(
+            &f,
+            format!("admin:\n  listen: 127.0.0.1:0\n  token: {TOKEN}\n  store:\n    dir: cache\n    etcd: {etcd_yaml}\n"),
+        )
+        .unwrap();
+        let err = turnpike::Control::start(vec![f])
+            .err()
+            .expect("loaded")
+            .to_string();
+        assert!(err.contains(want), "{err}");
+    }
 }

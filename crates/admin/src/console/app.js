@@ -199,6 +199,10 @@
       const r = await getJSON("/admin/v1/exchanges?" + q);
       if (seq !== exSeq) return;
       renderExchanges(Array.isArray(r.items) ? r.items : [], r.size);
+      const off = $("exchanges-off");
+      off.hidden = r.enabled !== false;
+      off.textContent = r.enabled === false ? r.hint : "";
+      if (r.enabled === false) $("exchanges-empty").hidden = true;
       setError("exchanges", null);
     } catch (e) {
       if (seq === exSeq && e.status !== 401) setError("exchanges", e);

@@ -87,4 +87,10 @@ pub struct EtcdConfig {
     /// Time to connect to a member and for each request (default 2s).
     #[serde(default)]
     pub timeout: Option<crate::units::Duration>,
+    /// TLS to `https://` endpoints: `truststore` (a PEM bundle of the CAs to trust instead of
+    /// the system's), `certificate` + `key` (PEM, a client certificate for etcd's
+    /// `--client-cert-auth`), `serverName` (the name checked in the members' certificates
+    /// instead of the endpoint's host).
+    #[serde(default)]
+    pub ssl: Option<crate::TargetSsl>,
 }

@@ -10,6 +10,18 @@ pub struct Etcd {
     peer: SocketAddr,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// With TLS: the CA, the server's certificate and key, and a client certificate and key
+    /// (for etcdctl); clients must present a certificate signed by the CA.
+    tls: Option<Tls>,
+}
+
+/// PEM files of a TLS etcd.
+pub struct Tls {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub client_cert: std::path::PathBuf,
+    pub client_key: std::path::PathBuf,
 }
 
 /// True when etcd and etcdctl are installed; under CI their absence is a failure.
@@ -38,13 +50,58 @@ impl Etcd {
             peer,
             dir: tempfile::tempdir().unwrap(),
             child: None,
+            tls: None,
+        };
+        e.run();
+        e
+    }
+
+    /// A server that speaks only TLS to clients and requires their certificates
+    /// (`--client-cert-auth`).
+    pub fn start_tls(tls: Tls) -> Etcd {
+        let client = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
+        let peer = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
+        let mut e = Etcd {
+            client,
+            peer,
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+            tls: Some(tls),
         };
         e.run();
         e
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.client)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.client)
+    }
+
+    fn tls_args(&self, server: bool) -> Vec<String> {
+        let Some(t) = &self.tls else {
+            return Vec::new();
+        };
+        let p = |p: &std::path::Path| p.display().to_string();
+        if server {
+            vec![
+                "--cert-file".into(),
+                p(&t.cert),
+                "--key-file".into(),
+                p(&t.key),
+                "--client-cert-auth".into(),
+                "--trusted-ca-file".into(),
+                p(&t.ca),
+            ]
+        } else {
+            vec![
+                "--cacert".into(),
+                p(&t.ca),
+                "--cert".into(),
+                p(&t.client_cert),
+                "--key".into(),
+                p(&t.client_key),
+            ]
+        }
     }
 
     fn run(&mut self) {
@@ -65,6 +122,7 @@ impl Etcd {
                 "--initial-cluster",
                 &format!("test=http://{}", self.peer),
             ])
+            .args(self.tls_args(true))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -99,6 +157,7 @@ impl Etcd {
         let out = Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
             .args(["--endpoints", &self.url(), "--dial-timeout", "2s"])
+            .args(self.tls_args(false))
             .args(args)
             .output()
             .expect("etcdctl runs");
