@@ -43,22 +43,16 @@ pub fn available() -> bool {
 
 impl Etcd {
     pub fn start() -> Etcd {
-        let client = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
-        let peer = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
-        let mut e = Etcd {
-            client,
-            peer,
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-            tls: None,
-        };
-        e.run();
-        e
+        Etcd::start_with(None)
     }
 
     /// A server that speaks only TLS to clients and requires their certificates
     /// (`--client-cert-auth`).
     pub fn start_tls(tls: Tls) -> Etcd {
+        Etcd::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<Tls>) -> Etcd {
         let client = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
         let peer = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
         let mut e = Etcd {
@@ -66,7 +60,7 @@ impl Etcd {
             peer,
             dir: tempfile::tempdir().unwrap(),
             child: None,
-            tls: Some(tls),
+            tls,
         };
         e.run();
         e
