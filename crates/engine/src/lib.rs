@@ -22,6 +22,7 @@ pub mod listener;
 pub mod passthrough;
 pub mod plain_io;
 pub mod proxy;
+mod request_body;
 pub mod shutdown;
 pub mod slow;
 pub mod upstream;
