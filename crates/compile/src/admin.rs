@@ -70,15 +70,7 @@ pub struct EtcdSettings {
 }
 
 /// TLS to etcd, as PEM read at load time.
-#[derive(Clone)]
-pub struct EtcdTls {
-    /// The CAs trusted for the members' certificates (`None`: the system's roots).
-    pub ca: Option<Vec<u8>>,
-    /// The client certificate chain and its key (mutual TLS).
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// The name checked in the members' certificates instead of the endpoint's host.
-    pub server_name: Option<String>,
-}
+pub type EtcdTls = turnpike_tls::PemTls;
 
 impl std::fmt::Debug for EtcdSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -236,7 +228,7 @@ fn compile_admin(a: &Located<AdminConfig>, errors: &mut ConfigErrors) -> Option<
                     ));
                     return None;
                 }
-                (true, ssl) => match etcd_tls(ssl.as_ref(), base_dir(a)) {
+                (true, ssl) => match turnpike_tls::PemTls::read(ssl.as_ref(), base_dir(a), "etcd") {
                     Ok(t) => Some(t),
                     Err((key, msg)) => {
                         errors.push(a.error(&format!("store.etcd.ssl{key}"), msg));
@@ -349,62 +341,4 @@ pub fn warnings(set: &ConfigSet) -> Vec<String> {
         ));
     }
     out
-}
-
-/// The PEM files of `store.etcd.ssl`, read and checked (the same checks as a target's TLS);
-/// `Err((key below ssl, message))`.
-fn etcd_tls(
-    ssl: Option<&turnpike_config::TargetSsl>,
-    base: &std::path::Path,
-) -> Result<EtcdTls, (String, String)> {
-    let Some(ssl) = ssl else {
-        return Ok(EtcdTls {
-            ca: None,
-            identity: None,
-            server_name: None,
-        });
-    };
-    if ssl.insecure_skip_verify.0 {
-        return Err((
-            ".insecureSkipVerify".into(),
-            "is not supported for etcd: give the cluster's CA as `truststore`".into(),
-        ));
-    }
-    if ssl.keystore.is_some() {
-        return Err((
-            ".keystore".into(),
-            "etcd takes the client certificate as PEM: use `certificate` and `key`".into(),
-        ));
-    }
-    // The same checks as a target's: files present, certificates and key parse and match.
-    turnpike_tls::client_config(Some(ssl), base, true, "etcd").map_err(|m| (String::new(), m))?;
-    let read = |key: &str, file: &str| -> Result<Vec<u8>, (String, String)> {
-        let path = base.join(file);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            (
-                key.to_owned(),
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
-        if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
-            return Err((
-                key.to_owned(),
-                format!("{} is not PEM: etcd takes PEM files", path.display()),
-            ));
-        }
-        Ok(bytes)
-    };
-    let ca = match &ssl.truststore {
-        Some(ts) => Some(read(".truststore.location", &ts.location)?),
-        None => None,
-    };
-    let identity = match (&ssl.certificate, &ssl.key) {
-        (Some(c), Some(k)) => Some((read(".certificate", c)?, read(".key", k)?)),
-        _ => None,
-    };
-    Ok(EtcdTls {
-        ca,
-        identity,
-        server_name: ssl.server_name.clone(),
-    })
 }

@@ -40,7 +40,13 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
             .map_err(|_| (String::new(), String::new()))
             .and_then(|o| o.tracing())
             {
-                apply_tracing(&tr, &|k, m| g.error(&at(k), m), settings, errors);
+                apply_tracing(
+                    &tr,
+                    crate::base_dir(g),
+                    &|k, m| g.error(&at(k), m),
+                    settings,
+                    errors,
+                );
             }
         }
     }
@@ -69,6 +75,7 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
     };
     apply_tracing(
         tr,
+        crate::base_dir(t),
         &|k, m| t.error(format!("tracing.{k}").trim_end_matches('.'), m),
         settings,
         errors,
@@ -76,9 +83,11 @@ pub(crate) fn apply(set: &ConfigSet, settings: &mut Settings, errors: &mut Confi
 }
 
 /// `telemetry.tracing` (or what Membrane's `openTelemetry` stands for) into the settings;
-/// `error` makes an error at a key below the tracing settings.
+/// `base` is the folder relative paths start from; `error` makes an error at a key below the
+/// tracing settings.
 fn apply_tracing(
     tr: &turnpike_config::TracingConfig,
+    base: &std::path::Path,
     error: &dyn Fn(&str, &str) -> turnpike_config::ConfigError,
     settings: &mut Settings,
     errors: &mut ConfigErrors,
@@ -94,21 +103,37 @@ fn apply_tracing(
             return;
         }
     };
-    if tr.endpoint.starts_with("https://") {
-        errors.push(error(
-            "endpoint",
-            "TLS to the collector is not supported: export to a collector (or agent) on this host or network over http://",
-        ));
-        return;
-    }
-    let Some(rest) = tr.endpoint.strip_prefix("http://") else {
-        errors.push(error("endpoint", "must be an http:// URL"));
-        return;
+    let (rest, https) = match (
+        tr.endpoint.strip_prefix("http://"),
+        tr.endpoint.strip_prefix("https://"),
+    ) {
+        (Some(rest), _) => (rest, false),
+        (_, Some(rest)) => (rest, true),
+        _ => {
+            errors.push(error("endpoint", "must be an http:// or https:// URL"));
+            return;
+        }
     };
     if rest.trim_end_matches('/').is_empty() || rest.contains(['?', '#']) {
-        errors.push(error("endpoint", "must be an http:// URL with a host"));
+        errors.push(error("endpoint", "must be a URL with a host"));
         return;
     }
+    let tls = match (https, &tr.ssl) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            errors.push(error("ssl", "TLS settings need an https:// endpoint"));
+            return;
+        }
+        (true, ssl) => {
+            match turnpike_tls::PemTls::read(ssl.as_ref(), base, "the trace collector") {
+                Ok(t) => Some(t),
+                Err((key, msg)) => {
+                    errors.push(error(&format!("ssl{key}"), &msg));
+                    return;
+                }
+            }
+        }
+    };
     let sampling = tr.sampling.clone().unwrap_or_default();
     let ratio = match &sampling.ratio {
         None => 1.0,
@@ -167,5 +192,6 @@ fn apply_tracing(
             .collect(),
         queue,
         timeout: tr.timeout.map_or(Duration::from_secs(5), |d| d.0),
+        tls,
     });
 }

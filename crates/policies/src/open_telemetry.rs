@@ -50,7 +50,7 @@ pub struct OtlpExporter {
     /// With `http`, the path below which `/v1/traces` is posted (default none).
     #[serde(default)]
     pub path: Option<String>,
-    /// TLS to the collector: not supported (`true` is a load error).
+    /// TLS to the collector (`https://`), trusting the system's CAs.
     #[serde(default)]
     pub secured: Flag,
     /// Headers sent with every export.
@@ -79,12 +79,6 @@ impl OpenTelemetrySettings {
             ));
         }
         let e = self.otlp_exporter.clone().unwrap_or_default();
-        if e.secured.0 {
-            return Err((
-                "otlpExporter.secured".into(),
-                "TLS to the collector is not supported: run the collector or an agent beside the gateway".into(),
-            ));
-        }
         let transport = e
             .transport
             .as_deref()
@@ -120,7 +114,8 @@ impl OpenTelemetrySettings {
         }
         Ok(TracingConfig {
             endpoint: format!(
-                "http://{}:{}{path}",
+                "{}://{}:{}{path}",
+                if e.secured.0 { "https" } else { "http" },
                 e.host.as_deref().unwrap_or("localhost"),
                 e.port.unwrap_or(port)
             ),
@@ -142,6 +137,7 @@ impl OpenTelemetrySettings {
             }),
             queue_size: None,
             timeout: None,
+            ssl: None,
         })
     }
 }
@@ -204,11 +200,11 @@ mod tests {
         assert!(settings(serde_json::json!({"logBody": true}))
             .tracing()
             .is_err());
-        assert!(
-            settings(serde_json::json!({"otlpExporter": {"secured": true}}))
+        let secured =
+            settings(serde_json::json!({"otlpExporter": {"secured": true, "host": "otel"}}))
                 .tracing()
-                .is_err()
-        );
+                .unwrap();
+        assert_eq!(secured.endpoint, "https://otel:4317");
         assert!(settings(serde_json::json!({"sampleRate": 2.0}))
             .tracing()
             .is_err());

@@ -73,6 +73,8 @@ pub struct ExportSettings {
     pub queue: usize,
     /// Time an export may take.
     pub timeout: Duration,
+    /// TLS to an `https://` endpoint.
+    pub tls: Option<turnpike_tls::PemTls>,
 }
 
 /// A parsed `traceparent`: trace id, parent span id, sampled flag.
@@ -425,20 +427,30 @@ pub fn configure(settings: Option<ExportSettings>) -> Result<(), String> {
 
 fn build_exporter(s: &ExportSettings) -> Result<opentelemetry_otlp::SpanExporter, String> {
     let built = match s.protocol {
-        Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_endpoint(format!("{}/v1/traces", s.endpoint.trim_end_matches('/')))
-            .with_timeout(s.timeout)
-            .with_headers(s.headers.iter().cloned().collect())
-            .build(),
+        Protocol::HttpProtobuf => {
+            let builder = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(format!("{}/v1/traces", s.endpoint.trim_end_matches('/')))
+                .with_timeout(s.timeout)
+                .with_headers(s.headers.iter().cloned().collect());
+            match &s.tls {
+                None => builder.build(),
+                Some(tls) => builder
+                    .with_http_client(https_client(tls, s.timeout)?)
+                    .build(),
+            }
+        }
         Protocol::Grpc => {
             let metadata = tonic_metadata(&s.headers)?;
-            opentelemetry_otlp::SpanExporter::builder()
+            let builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_endpoint(s.endpoint.clone())
                 .with_timeout(s.timeout)
-                .with_metadata(metadata)
-                .build()
+                .with_metadata(metadata);
+            match &s.tls {
+                None => builder.build(),
+                Some(tls) => builder.with_tls_config(grpc_tls(tls)).build(),
+            }
         }
     };
     let mut exporter = built.map_err(|e| format!("the trace exporter cannot be built: {e}"))?;
@@ -452,6 +464,52 @@ fn build_exporter(s: &ExportSettings) -> Result<opentelemetry_otlp::SpanExporter
         .build();
     exporter.set_resource(&resource);
     Ok(exporter)
+}
+
+/// The OTLP/HTTP client for an `https://` collector: hyper with rustls, trusting and presenting
+/// what `tls` holds.
+fn https_client(
+    tls: &turnpike_tls::PemTls,
+    timeout: Duration,
+) -> Result<impl opentelemetry_http::HttpClient + 'static, String> {
+    let config = tls
+        .client_config(&[])
+        .map_err(|e| format!("TLS to the trace collector: {e}"))?;
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(Arc::unwrap_or_clone(config))
+        .https_only();
+    let builder = match &tls.server_name {
+        Some(name) => {
+            let name = rustls_pki_types::ServerName::try_from(name.clone())
+                .map_err(|_| format!("`{name}` is not a server name"))?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    Ok(opentelemetry_http::hyper::HyperClient::new(
+        builder.enable_http1().build(),
+        timeout,
+        None,
+    ))
+}
+
+/// The gRPC client's TLS for an `https://` collector.
+fn grpc_tls(
+    tls: &turnpike_tls::PemTls,
+) -> opentelemetry_otlp::tonic_types::transport::ClientTlsConfig {
+    use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut config = ClientTlsConfig::new();
+    config = match &tls.ca {
+        Some(ca) => config.ca_certificate(Certificate::from_pem(ca)),
+        None => config.with_native_roots(),
+    };
+    if let Some((chain, key)) = &tls.identity {
+        config = config.identity(Identity::from_pem(chain, key));
+    }
+    if let Some(name) = &tls.server_name {
+        config = config.domain_name(name.clone());
+    }
+    config
 }
 
 fn tonic_metadata(

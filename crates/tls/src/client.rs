@@ -12,7 +12,8 @@ use turnpike_config::TargetSsl;
 
 use crate::material;
 
-fn system_roots() -> Result<Arc<RootCertStore>, String> {
+/// The system's CA certificates, loaded once.
+pub(crate) fn system_roots() -> Result<Arc<RootCertStore>, String> {
     static ROOTS: OnceLock<Result<Arc<RootCertStore>, String>> = OnceLock::new();
     ROOTS
         .get_or_init(|| {

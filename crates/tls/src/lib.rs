@@ -2,14 +2,17 @@
 //! [`material`] reads key material (PKCS#12, PEM), [`server`] builds a listener's config (SNI
 //! certificate selection, protocol and cipher choice, client certificates) and [`client`] the
 //! config used to reach a backend (roots, verification, client certificate, ALPN). [`stream`]
-//! runs connections with those configs on both hops, on rustls's record layer.
+//! runs connections with those configs on both hops, on rustls's record layer. [`pem`] holds the
+//! PEM material of the fleet's services (etcd, the trace collector).
 
 pub mod client;
 pub mod material;
+pub mod pem;
 pub mod server;
 pub mod stream;
 
 pub use client::client_config;
+pub use pem::PemTls;
 pub use server::{server_config, SiteCert};
 pub use stream::{accept, connect, ClientStream, ServerStream};
 

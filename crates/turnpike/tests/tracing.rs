@@ -30,6 +30,40 @@ struct Collector {
 
 impl Collector {
     async fn start() -> Collector {
+        Collector::start_with(None).await
+    }
+
+    /// The collector behind TLS with `pki`'s server certificate, requiring a client certificate
+    /// signed by `pki`'s CA.
+    async fn start_tls(pki: &pki::Pki) -> Collector {
+        use rustls::pki_types::pem::PemObject;
+        let chain: Vec<rustls::pki_types::CertificateDer<'static>> =
+            rustls::pki_types::CertificateDer::pem_file_iter(&pki.server.cert)
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&pki.server.key).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls::pki_types::CertificateDer::pem_file_iter(&pki.ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .unwrap();
+        Collector::start_with(Some(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))).await
+    }
+
+    async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Collector {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let spans: Arc<Mutex<Vec<(String, Span)>>> = Arc::default();
@@ -38,6 +72,7 @@ impl Collector {
             loop {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let store = store.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(
                         move |req: http::Request<hyper::body::Incoming>| {
@@ -66,9 +101,20 @@ impl Collector {
                             }
                         },
                     );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    let _ = match tls {
+                        None => {
+                            http.serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                                .await
+                        }
+                        Some(tls) => match tls.accept(tcp).await {
+                            Ok(tcp) => {
+                                http.serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                                    .await
+                            }
+                            Err(_) => return,
+                        },
+                    };
                 });
             }
         });
@@ -114,6 +160,12 @@ fn attr(s: &Span, key: &str) -> String {
 }
 
 fn config(collector: SocketAddr, backend: u16) -> String {
+    config_at(&format!("http://{collector}"), "", backend)
+}
+
+/// The gateway's configuration exporting to `endpoint`, with `extra` lines (indented) in
+/// `telemetry.tracing`.
+fn config_at(endpoint: &str, extra: &str, backend: u16) -> String {
     format!(
         r#"gateway: {{ threads: 1, accessLog: false }}
 ---
@@ -121,8 +173,8 @@ admin: {{ listen: "127.0.0.1:0", hosts: [test.local] }}
 ---
 telemetry:
   tracing:
-    endpoint: http://{collector}
-    headers: {{ x-collector-key: k }}
+    endpoint: {endpoint}
+    headers: {{ x-collector-key: k }}{extra}
     serviceName: edge
     resourceAttributes: {{ deployment.environment: test }}
     sampling: {{ ratio: 100%, parentBased: true }}
@@ -229,6 +281,146 @@ async fn traces_continue_the_callers_context_and_reach_the_collector() {
     // The exporter is one per process: the next cases run after this one.
     grpc_export_reaches_a_grpc_collector().await;
     a_collector_that_is_down_costs_no_request().await;
+    export_over_mutual_tls_reaches_the_collector_and_a_wrong_ca_gets_nothing().await;
+    grpc_export_over_mutual_tls().await;
+}
+
+/// The `ssl` lines of `telemetry.tracing` trusting `ca` and presenting `pki`'s client
+/// certificate.
+fn tls_lines(ca: &std::path::Path, pki: &pki::Pki) -> String {
+    format!(
+        "\n    ssl: {{ truststore: {{ location: \"{}\" }}, certificate: \"{}\", key: \"{}\" }}",
+        ca.display(),
+        pki.client.cert.display(),
+        pki.client.key.display()
+    )
+}
+
+/// OTLP/HTTP to a collector that requires TLS with a client certificate: spans arrive (with
+/// the collector's header) when the gateway trusts the collector's CA and presents its
+/// certificate; trusting another CA, nothing reaches the collector and the spans are counted as
+/// dropped.
+async fn export_over_mutual_tls_reaches_the_collector_and_a_wrong_ca_gets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki::Pki::new(dir.path());
+    let collector = Collector::start_tls(&pki).await;
+    let backend = Backend::start().await;
+    let file = dir.path().join("gw.yaml");
+    let endpoint = format!("https://localhost:{}", collector.addr.port());
+    std::fs::write(
+        &file,
+        config_at(&endpoint, &tls_lines(&pki.ca, &pki), backend.port()),
+    )
+    .unwrap();
+    let control = turnpike::Control::start(vec![file.clone()]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let r = get_with(
+        t,
+        "/tls",
+        &[("traceparent", &format!("00-{trace}-{PARENT}-01"))],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let spans = collector.trace(trace, 2).await;
+    assert!(spans.iter().any(|s| s.kind == 2), "no server span");
+    control.shutdown();
+
+    // Another CA: the collector's certificate is not trusted, no span is sent.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = pki::Pki::new(other_dir.path());
+    std::fs::write(
+        &file,
+        config_at(&endpoint, &tls_lines(&other.ca, &pki), backend.port()),
+    )
+    .unwrap();
+    let before = collector.spans.lock().unwrap().len();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    for i in 0..5 {
+        assert_eq!(get(t, &format!("/untrusted/{i}")).await.status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = get(control.admin_addr().unwrap(), "/metrics").await.text();
+        let dropped: f64 = text
+            .lines()
+            .find(|l| l.starts_with("turnpike_trace_spans_dropped_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        if dropped >= 5.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no dropped spans counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(collector.spans.lock().unwrap().len(), before);
+    control.shutdown();
+}
+
+/// OTLP/gRPC over TLS with a client certificate, to the Python `grpcio` collector started with
+/// TLS credentials that require one.
+async fn grpc_export_over_mutual_tls() {
+    if !python_has(&[
+        "grpc",
+        "opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc",
+    ]) {
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki::Pki::new(dir.path());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/py/otlp_grpc_collector.py"
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .args([&pki.server.cert, &pki.server.key, &pki.ca])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port: u16 = lines.next().unwrap().unwrap().trim().parse().unwrap();
+    let backend = Backend::start().await;
+    let file = dir.path().join("gw.yaml");
+    let extra = format!("\n    protocol: grpc{}", tls_lines(&pki.ca, &pki));
+    std::fs::write(
+        &file,
+        config_at(&format!("https://localhost:{port}"), &extra, backend.port()),
+    )
+    .unwrap();
+    let control = turnpike::Control::start(vec![file]).unwrap();
+    let t = control.gateway().listeners()[0].1;
+    let trace = "6bf92f3577b34da6a3ce929d0e0e4736";
+    get_with(
+        t,
+        "/g",
+        &[("traceparent", &format!("00-{trace}-{PARENT}-01"))],
+    )
+    .await;
+    let server = tokio::task::spawn_blocking(move || {
+        for line in lines.by_ref() {
+            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if v["kind"] == 2 {
+                return v;
+            }
+        }
+        serde_json::Value::Null
+    });
+    let server = tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("no span over gRPC with TLS")
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(server["trace_id"], trace, "{server}");
+    assert_eq!(server["service"], "edge", "{server}");
+    control.shutdown();
 }
 
 /// The same over OTLP/gRPC, to the Python `opentelemetry-proto` + `grpcio` collector.
@@ -336,8 +528,19 @@ async fn a_collector_that_is_down_costs_no_request() {
 #[test]
 fn tracing_settings_are_checked_at_load() {
     for (bad, says) in [
-        ("{ endpoint: \"https://c:4318\" }", "TLS to the collector"),
-        ("{ endpoint: \"ftp://c\" }", "http:// URL"),
+        ("{ endpoint: \"ftp://c\" }", "http:// or https:// URL"),
+        (
+            "{ endpoint: \"http://c:4318\", ssl: { serverName: c } }",
+            "need an https:// endpoint",
+        ),
+        (
+            "{ endpoint: \"https://c:4318\", ssl: { truststore: { location: missing.pem } } }",
+            "missing.pem",
+        ),
+        (
+            "{ endpoint: \"https://c:4318\", ssl: { insecureSkipVerify: true } }",
+            "not supported for the trace collector",
+        ),
         (
             "{ endpoint: \"http://c:4318\", protocol: thrift }",
             "not a protocol",

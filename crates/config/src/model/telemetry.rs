@@ -37,7 +37,7 @@ pub struct ExchangeStoreConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TracingConfig {
     /// The collector: `http://host:4318` for OTLP/HTTP (spans are posted to `/v1/traces`
-    /// below it), `http://host:4317` for gRPC.
+    /// below it), `http://host:4317` for gRPC; `https://` for TLS (see `ssl`).
     pub endpoint: String,
     /// `http/protobuf` (default) or `grpc`.
     #[serde(default)]
@@ -60,6 +60,12 @@ pub struct TracingConfig {
     /// Time an export may take (default 5s).
     #[serde(default)]
     pub timeout: Option<crate::units::Duration>,
+    /// TLS to an `https://` collector: `truststore` (a PEM bundle of the CAs to trust instead of
+    /// the system's), `certificate` + `key` (PEM, a client certificate for mutual TLS),
+    /// `serverName` (the name checked in the collector's certificate instead of the endpoint's
+    /// host).
+    #[serde(default)]
+    pub ssl: Option<crate::TargetSsl>,
 }
 
 /// Head sampling.
