@@ -419,10 +419,12 @@ pub(crate) fn compile_plain_api(
                 stats: turnpike_telemetry::stats::api(&name),
                 name: name.clone(),
                 chain: Chain::new(steps),
-                target,
+                backend: match (target, &internal_target) {
+                    (_, Some(name)) => turnpike_snapshot::Backend::Internal(Arc::clone(name)),
+                    (Some(t), None) => turnpike_snapshot::Backend::Target(t),
+                    (None, None) => turnpike_snapshot::Backend::None,
+                },
                 websocket_target: websocket_target.clone(),
-                internal_target: internal_target.clone(),
-                forward_proxy: None,
                 errors: if wsdl.is_some() {
                     Some(turnpike_soap::fault::soap_faults())
                 } else if soap_errors {

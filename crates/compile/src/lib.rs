@@ -212,11 +212,11 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                 }
             }
             let mut api = api;
-            api.forward_proxy = if located.key == "proxy" {
-                proxy_rules.get(&located.value.port).cloned()
-            } else {
-                None
-            };
+            if located.key == "proxy" {
+                if let Some(rules) = proxy_rules.get(&located.value.port) {
+                    api.backend = turnpike_snapshot::Backend::ForwardProxy(Arc::clone(rules));
+                }
+            }
             let api = Arc::new(api);
             if let Some(n) = &located.value.name {
                 internal
@@ -256,10 +256,8 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
                         request: true,
                         response: false,
                     }]),
-                    target: None,
+                    backend: turnpike_snapshot::Backend::None,
                     websocket_target: None,
-                    internal_target: None,
-                    forward_proxy: None,
                     test: None,
                 }),
             ));
@@ -275,7 +273,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
             .any(|(_, api)| api.test.as_ref().is_some_and(|t| t.reads_body()));
         let forward_proxy = routes
             .iter()
-            .find(|(_, api)| api.forward_proxy.is_some())
+            .find(|(_, api)| matches!(api.backend, turnpike_snapshot::Backend::ForwardProxy(_)))
             .map(|(_, api)| Arc::clone(api));
         if forward_proxy.is_some() && routes.len() > 1 {
             if let Some(p) = apis.iter().find(|a| a.key == "proxy") {
@@ -347,7 +345,7 @@ pub fn compile(set: &ConfigSet) -> Result<Snapshot, ConfigErrors> {
     let mut in_use: Vec<Arc<turnpike_snapshot::Upstream>> = Vec::new();
     for routes in listeners.values() {
         for api in routes.router.values() {
-            if let Some(t) = &api.target {
+            if let Some(t) = api.backend.target() {
                 if !in_use.iter().any(|u| Arc::ptr_eq(u, &t.upstream)) {
                     in_use.push(Arc::clone(&t.upstream));
                 }

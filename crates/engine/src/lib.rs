@@ -2,9 +2,10 @@
 //!
 //! The request path through this crate: [`listener`] (an `SO_REUSEPORT` socket per worker) →
 //! [`worker`] (a current-thread runtime per core; hyper HTTP/1.1 connections, writing cleartext
-//! sockets through [`plain_io`]) → [`proxy`]
+//! sockets through [`plain_io`]) → [`request`]
 //! (route in the snapshot, run the policy chain, forward through the worker's [`upstream`]
-//! pool with [`headers`] hygiene) → [`access_log`]. [`gateway`] starts the workers and swaps
+//! pool with [`headers`] hygiene, observed by the access log, traces, metrics and the console's
+//! store). [`gateway`] starts the workers and swaps
 //! snapshots on reload; the snapshots themselves come from a [`Compiler`] (the compile stage,
 //! `turnpike-compile`), so the data plane never depends on the policies it runs.
 
@@ -21,8 +22,7 @@ pub mod health;
 pub mod listener;
 pub mod passthrough;
 pub mod plain_io;
-pub mod proxy;
-mod request_body;
+pub mod request;
 pub mod shutdown;
 pub mod slow;
 pub mod upstream;

@@ -23,7 +23,7 @@ use crate::balance::Balancers;
 use crate::conn::ConnInfo;
 use crate::exec::LocalExec;
 use crate::plain_io::PlainStream;
-use crate::proxy::{self, RequestContext};
+use crate::request::{self, RequestContext};
 use crate::shutdown::{until_done, Shutdown};
 use crate::slow::{PerIp, WriteTimeout};
 use crate::upstream::{self, UpstreamPool};
@@ -366,7 +366,7 @@ where
                 worker: w.id,
                 metrics: snap.settings.metrics,
             };
-            let mut res = proxy::serve(snap, ctx, req).await;
+            let mut res = request::serve(snap, ctx, req).await;
             // Shutting down: the client takes its next request elsewhere (HTTP/1.1; HTTP/2
             // has GOAWAY, and a 101 keeps its connection).
             if !h2 && w.shutdown.is_down() && res.status() != http::StatusCode::SWITCHING_PROTOCOLS

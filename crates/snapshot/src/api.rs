@@ -6,6 +6,31 @@ use turnpike_core::{Chain, RenderProblem, RouteTest};
 
 use crate::upstream::Target;
 
+/// Where an API sends the requests its flow does not answer.
+#[derive(Debug)]
+pub enum Backend {
+    /// A pool of backends reached over the network.
+    Target(Target),
+    /// An `internal://NAME` target: the API of that name (an `internal:` document, or a named
+    /// API) runs in-process instead of a call to a backend.
+    Internal(Arc<str>),
+    /// A forward proxy (Membrane's `proxy:`): requests go on to the origin their absolute URI
+    /// names, CONNECT opens a tunnel, within these destination rules.
+    ForwardProxy(Arc<crate::proxy_rules::ProxyRules>),
+    /// None: the flow answers (compilation checks that it can).
+    None,
+}
+
+impl Backend {
+    /// The network target, when the backend is one.
+    pub fn target(&self) -> Option<&Target> {
+        match self {
+            Backend::Target(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// A compiled API.
 #[derive(Debug)]
 pub struct Api {
@@ -14,16 +39,10 @@ pub struct Api {
     /// Global policies followed by the API's own flow.
     pub chain: Chain,
     /// Where requests go when the flow does not answer.
-    pub target: Option<Target>,
-    /// Where WebSocket upgrade requests go instead of `target` (Membrane's `webSocket.url`);
-    /// `None`: to `target` like any request.
+    pub backend: Backend,
+    /// Where WebSocket upgrade requests go instead of the backend (Membrane's `webSocket.url`);
+    /// `None`: to the backend like any request.
     pub websocket_target: Option<Target>,
-    /// An `internal://NAME` target: the API of that name (an `internal:` document, or a named
-    /// API) runs in-process instead of a call to a backend.
-    pub internal_target: Option<Arc<str>>,
-    /// A forward proxy (Membrane's `proxy:`): requests go on to the origin their absolute URI
-    /// names, CONNECT opens a tunnel, within these destination rules.
-    pub forward_proxy: Option<Arc<crate::proxy_rules::ProxyRules>>,
     /// Its request counters (kept across reloads by name).
     pub stats: Arc<turnpike_telemetry::stats::ApiStats>,
     /// How the problems the gateway generates for this API are written when not as

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use turnpike_core::Router;
 
-pub use api::Api;
+pub use api::{Api, Backend};
 pub use settings::{AccessLogSettings, LogField, LogFormat, LogOutput};
 pub use settings::{Http2Limits, OutboundProxy, Settings};
 pub use target::{DnsOrigin, Node, NodeParts, Transport};
