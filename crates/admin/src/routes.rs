@@ -296,6 +296,28 @@ fn status(admin: &Admin) -> Answer {
         None => Value::Null,
         Some(s) => json!({"kind": admin.store_kind(), "dir": s.root().display().to_string()}),
     };
+    // Upstreams with a concurrency limit: where it stands and what waits for it.
+    let concurrency: Vec<Value> = gw
+        .snapshot()
+        .upstreams
+        .iter()
+        .filter_map(|u| u.admission.as_ref().map(|a| (u, a)))
+        .map(|(u, a)| {
+            let now = a.now();
+            let shed: serde_json::Map<String, Value> = turnpike_snapshot::admission::Shed::ALL
+                .iter()
+                .map(|w| (w.label().to_owned(), json!(a.stats.shed_count(*w))))
+                .collect();
+            json!({
+                "upstream": &*u.name,
+                "limit": now.limit,
+                "inFlight": now.in_flight,
+                "queued": now.queued,
+                "queuedKeys": now.keys,
+                "shed": shed,
+            })
+        })
+        .collect();
     let mut body = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptimeSeconds": admin.manager.uptime().as_secs(),
@@ -305,6 +327,7 @@ fn status(admin: &Admin) -> Answer {
         "listeners": listeners,
         "store": store,
         "draining": admin.draining.load(Ordering::Relaxed),
+        "concurrency": concurrency,
     });
     if let Some(extra) = admin.status_extra() {
         body["fleet"] = extra;
@@ -434,7 +457,26 @@ fn metrics(admin: &Admin, headers: &HeaderMap) -> Answer {
             })
         })
         .collect();
-    let body = turnpike_telemetry::metrics::render(open, &health);
+    let queues: Vec<_> = snap
+        .upstreams
+        .iter()
+        .filter_map(|u| u.admission.as_ref().map(|a| (u, a)))
+        .map(|(u, a)| {
+            let now = a.now();
+            turnpike_telemetry::metrics::QueueSeries {
+                upstream: Arc::clone(&u.name),
+                limit: i64::from(now.limit),
+                in_flight: i64::from(now.in_flight),
+                queued: now.queued as i64,
+                shed: turnpike_snapshot::admission::Shed::ALL
+                    .iter()
+                    .map(|w| (w.label(), a.stats.shed_count(*w)))
+                    .collect(),
+                wait: a.stats.waits(),
+            }
+        })
+        .collect();
+    let body = turnpike_telemetry::metrics::render(open, &health, &queues);
     let mut r = Response::new(Full::new(Bytes::from(body)));
     let ct = if open {
         turnpike_telemetry::metrics::OPENMETRICS_TEXT

@@ -155,6 +155,7 @@ fn pool(name: &Arc<str>, key: &str, dns: &turnpike_dns::Dns, nodes: &[NodeAddr])
         response_timeout: None,
         idle_timeout: None,
         breaker: None,
+        admission: None,
         dns_refresh: Duration::from_secs(30),
         stats: turnpike_telemetry::stats::upstream(name),
     }

@@ -6,6 +6,7 @@
 
 mod access_log;
 pub mod admin;
+mod admission;
 mod api;
 mod balancer;
 mod flow;

@@ -440,6 +440,10 @@ fn pool(
         }
     }
     let total_weight = nodes.iter().map(|n| n.weight).sum();
+    let admission = match p.concurrency {
+        Some(c) => Some(crate::admission::compile(c).map_err(|(k, m)| err(&k, m))?),
+        None => None,
+    };
     Ok(Upstream {
         id: next_upstream_id(),
         stats: turnpike_telemetry::stats::upstream(&name),
@@ -454,6 +458,7 @@ fn pool(
         response_timeout: t.and_then(|t| t.response).map(|d| d.0),
         idle_timeout: t.and_then(|t| t.idle).map(|d| d.0),
         breaker,
+        admission,
         dns_refresh: p.dns_refresh.map_or(DNS_REFRESH, |d| d.0),
         total_weight,
     })

@@ -111,6 +111,13 @@ pub mod types {
         /// The upstream's circuit breaker refuses more requests (`Retry-After` says when to
         /// try again).
         UPSTREAM_OVERLOADED = ("upstream-overloaded", SERVICE_UNAVAILABLE, "The upstream is overloaded", "upstream overloaded");
+        /// The client has `queue.maxPerKey` requests waiting for a slot of the upstream's
+        /// concurrency limit already (`Retry-After: 1`).
+        QUEUE_FULL = ("queue-full", TOO_MANY_REQUESTS, "Too many requests of this client are waiting", "queue full");
+        /// A request waiting for a slot of the upstream's concurrency limit was shed: it waited
+        /// past `queue.timeout`, or the queueing delay stayed over `queue.targetDelay` and its
+        /// client's queue was the largest (`Retry-After: 1`).
+        SHED = ("shed", SERVICE_UNAVAILABLE, "The backend is at capacity", "shed");
         /// A rate limiter's shared store (Redis) failed or was late and its `onError` is
         /// `deny`.
         RATE_LIMIT_UNAVAILABLE = ("rate-limit-unavailable", SERVICE_UNAVAILABLE, "The rate limit cannot be checked", "rate limit unavailable");

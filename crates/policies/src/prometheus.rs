@@ -42,7 +42,7 @@ impl Policy for Prometheus {
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok());
         let open = turnpike_telemetry::metrics::wants_openmetrics(accept);
-        let text = turnpike_telemetry::metrics::render(open, &[]);
+        let text = turnpike_telemetry::metrics::render(open, &[], &[]);
         let mut r = Response::new(Body::full(text));
         r.headers_mut().insert(
             header::CONTENT_TYPE,

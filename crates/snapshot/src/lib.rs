@@ -3,6 +3,7 @@
 //! started with. This crate holds only the types, so that the data plane (`turnpike-engine`)
 //! and the compiler see the same snapshot without depending on each other.
 
+pub mod admission;
 mod api;
 pub mod health;
 pub mod proxy_rules;

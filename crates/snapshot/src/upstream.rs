@@ -124,6 +124,8 @@ pub struct Upstream {
     pub idle_timeout: Option<Duration>,
     /// The circuit breaker.
     pub breaker: Option<Breaker>,
+    /// A concurrency limit with fair queues in front of it.
+    pub admission: Option<Arc<crate::admission::Admission>>,
     /// How often host names are looked up again.
     pub dns_refresh: Duration,
     /// The sum of the nodes' weights.

@@ -26,14 +26,33 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
 /// Node health at scrape time: upstream, node, and whether it takes requests.
 pub type Health = [(Arc<str>, Arc<str>, bool)];
 
+/// An upstream's concurrency limit and queues at scrape time.
+#[derive(Debug, Clone)]
+pub struct QueueSeries {
+    /// The upstream.
+    pub upstream: Arc<str>,
+    /// The concurrency limit now.
+    pub limit: i64,
+    /// Requests in flight.
+    pub in_flight: i64,
+    /// Requests waiting.
+    pub queued: i64,
+    /// Requests shed, by reason.
+    pub shed: Vec<(&'static str, u64)>,
+    /// How long admitted requests waited.
+    pub wait: HistogramSum,
+}
+
 /// Every metric, in OpenMetrics text (`openmetrics`) or the Prometheus text format; `health`
-/// gives the nodes' health (the control plane reads it from the running configuration).
-pub fn render(openmetrics: bool, health: &Health) -> String {
+/// gives the nodes' health and `queues` the upstreams' concurrency limits (the control plane
+/// reads both from the running configuration).
+pub fn render(openmetrics: bool, health: &Health, queues: &[QueueSeries]) -> String {
     let apis = stats::apis();
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Scrape {
         apis: apis.clone(),
         health: health.to_vec(),
+        queues: queues.to_vec(),
     }));
     let mut out = String::new();
     let written = if openmetrics {
@@ -85,6 +104,7 @@ fn add_exemplars(text: &str, sums: &[HistogramSum]) -> String {
 struct Scrape {
     apis: Vec<Arc<stats::ApiStats>>,
     health: Vec<(Arc<str>, Arc<str>, bool)>,
+    queues: Vec<QueueSeries>,
 }
 
 type Labels<'a> = Vec<(&'a str, &'a str)>;
@@ -273,6 +293,55 @@ impl Collector for Scrape {
             "Time from sending a try to its response head (or failure), by upstream",
             &up_durations,
         )?;
+        // Concurrency limits and their queues.
+        let q = &self.queues;
+        let by_upstream = |f: fn(&QueueSeries) -> i64| -> Vec<(Labels<'_>, i64)> {
+            q.iter()
+                .map(|s| (vec![("upstream", &*s.upstream)], f(s)))
+                .collect()
+        };
+        gauge(
+            &mut encoder,
+            "turnpike_concurrency_limit",
+            "The upstream's concurrency limit now (fixed, or where the adaptive limit stands)",
+            &by_upstream(|s| s.limit),
+        )?;
+        gauge(
+            &mut encoder,
+            "turnpike_concurrency_in_flight",
+            "Requests holding a slot of the upstream's concurrency limit",
+            &by_upstream(|s| s.in_flight),
+        )?;
+        gauge(
+            &mut encoder,
+            "turnpike_queue_length",
+            "Requests waiting for a slot of the upstream's concurrency limit",
+            &by_upstream(|s| s.queued),
+        )?;
+        let shed: Vec<_> = q
+            .iter()
+            .flat_map(|s| {
+                s.shed
+                    .iter()
+                    .map(|(reason, n)| (vec![("upstream", &*s.upstream), ("reason", *reason)], *n))
+            })
+            .collect();
+        counter(
+            &mut encoder,
+            "turnpike_queue_shed",
+            "Requests shed instead of sent to the upstream, by reason (queue_full, overloaded, timeout)",
+            &shed,
+        )?;
+        let waits: Vec<_> = q
+            .iter()
+            .map(|s| (vec![("upstream", &*s.upstream)], s.wait.clone()))
+            .collect();
+        histogram(
+            &mut encoder,
+            "turnpike_queue_wait_seconds",
+            "Time requests waited for a slot of the upstream's concurrency limit (0 when admitted at once is not counted)",
+            &waits,
+        )?;
         // Connections.
         let listeners = stats::listeners();
         let accepted: Vec<_> = listeners
@@ -397,7 +466,7 @@ mod tests {
             Some("4bf92f3577b34da6a3ce929d0e0e4736"),
         );
         a.request(0, 0, 404, Duration::from_millis(20), None);
-        let text = render(false, &[]);
+        let text = render(false, &[], &[]);
         assert!(
             text.contains("turnpike_requests_total{api=\"metrics-test\",method=\"GET\",status_class=\"2xx\"} 1"),
             "{text}"
@@ -408,7 +477,7 @@ mod tests {
         );
         assert!(!text.contains("# EOF"));
         assert!(!text.contains("trace_id"));
-        let om = render(true, &[]);
+        let om = render(true, &[], &[]);
         assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(
             om.contains("turnpike_request_duration_seconds_bucket{le=\"0.0025\",api=\"metrics-test\"} 1 # {trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\"} 0.002 "),

@@ -226,7 +226,9 @@ fn no_source_file_is_over_1200_lines() {
 #[test]
 fn serve_reads_as_the_sequence_of_phases() {
     let text = std::fs::read_to_string(crates().join("engine/src/request/mod.rs")).unwrap();
-    let start = text.find("pub async fn serve(").expect("serve is in request/mod.rs");
+    let start = text
+        .find("pub async fn serve(")
+        .expect("serve is in request/mod.rs");
     let end = start + text[start..].find("\n}\n").expect("serve ends");
     let lines = text[start..end].lines().count() + 1;
     assert!(lines <= 80, "serve has {lines} lines");

@@ -332,6 +332,9 @@ pub struct TargetConfig {
     /// Limits past which requests are refused with 503 instead of queued.
     #[serde(default)]
     pub circuit_breaker: Option<CircuitBreaker>,
+    /// A concurrency limit with fair queues in front of it.
+    #[serde(default)]
+    pub concurrency: Option<crate::ConcurrencyConfig>,
     /// How often host names are looked up again (default 30s).
     #[serde(default)]
     pub dns_refresh: Option<crate::units::Duration>,
@@ -349,6 +352,7 @@ impl TargetConfig {
             retries: self.retries.as_ref(),
             timeouts: self.timeouts.as_ref(),
             circuit_breaker: self.circuit_breaker.as_ref(),
+            concurrency: self.concurrency.as_ref(),
             dns_refresh: self.dns_refresh,
             ssl: self.ssl.as_ref(),
             http2: self.http2.0,

@@ -35,6 +35,9 @@ pub struct UpstreamConfig {
     /// Limits beyond which requests are refused with 503 instead of queued.
     #[serde(default)]
     pub circuit_breaker: Option<CircuitBreaker>,
+    /// A concurrency limit with fair queues in front of it.
+    #[serde(default)]
+    pub concurrency: Option<ConcurrencyConfig>,
     /// How often host names of node URLs are looked up again (default 30s).
     #[serde(default)]
     pub dns_refresh: Option<Duration>,
@@ -196,6 +199,89 @@ pub struct CircuitBreaker {
     pub max_requests: Option<u32>,
 }
 
+/// A concurrency limit on an upstream with fair queues in front of it: requests past the
+/// limit wait in their client's queue, served round-robin, and are shed (429 for a client whose
+/// own queue is full, 503 otherwise) instead of piling up inside the backend.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConcurrencyConfig {
+    /// Requests in flight to the upstream at most: a number, or `adaptive` (the limit follows
+    /// the backend's latency within `adaptive`'s bounds).
+    pub limit: ConcurrencyLimit,
+    /// With `limit: adaptive`: its bounds and how it moves.
+    #[serde(default)]
+    pub adaptive: Option<AdaptiveLimitConfig>,
+    /// The queues in front of the limit.
+    #[serde(default)]
+    pub queue: Option<FairQueueConfig>,
+}
+
+/// A fixed limit or `adaptive`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ConcurrencyLimit {
+    /// A fixed number of requests in flight.
+    Fixed(u32),
+    /// `adaptive`.
+    Named(String),
+}
+
+/// The bounds and pace of an adaptive limit.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdaptiveLimitConfig {
+    /// The lowest limit (default 1).
+    #[serde(default)]
+    pub min: Option<u32>,
+    /// The highest limit (default 1000).
+    #[serde(default)]
+    pub max: Option<u32>,
+    /// The limit to start from (default 20, within min and max).
+    #[serde(default)]
+    pub initial: Option<u32>,
+    /// Latency growth tolerated before the limit shrinks: 1.5 (default) lets the recent latency
+    /// reach 1.5× the long-term one.
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// How much of each new estimate is taken, from 0 to 1 (default 0.2).
+    #[serde(default)]
+    pub smoothing: Option<f64>,
+    /// How often the backend's latency without queueing is measured, by holding the limit at
+    /// `min` for a few requests (default 30s).
+    #[serde(default)]
+    pub probe_interval: Option<Duration>,
+}
+
+/// The fair queues in front of a concurrency limit.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FairQueueConfig {
+    /// What names the client whose queue a request waits in: a template such as
+    /// `${header.X-Client-Id}`, `${consumer.name}` (default `${client.ip}`).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Turns in a row per round for some keys (default 1 each): `{ interactive: 4 }`.
+    #[serde(default)]
+    pub weights: std::collections::BTreeMap<String, u32>,
+    /// Requests one key may have waiting (default 100); more of its requests get 429.
+    #[serde(default)]
+    pub max_per_key: Option<u32>,
+    /// Requests all keys together may have waiting (default 1000); past it the largest queue
+    /// gives up its newest request.
+    #[serde(default)]
+    pub max_total: Option<u32>,
+    /// The longest a request waits for a slot (default 10s); then 503.
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    /// The queueing delay tolerated (default 100ms): while requests have waited longer than
+    /// this for a whole `interval`, the largest queue is shed from (CoDel).
+    #[serde(default)]
+    pub target_delay: Option<Duration>,
+    /// See `targetDelay` (default 500ms).
+    #[serde(default)]
+    pub interval: Option<Duration>,
+}
+
 /// The pool settings of an `upstream:` document or of an inline `target: { nodes: ... }`.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolSettings<'a> {
@@ -213,6 +299,8 @@ pub struct PoolSettings<'a> {
     pub timeouts: Option<&'a PoolTimeouts>,
     /// `circuitBreaker`.
     pub circuit_breaker: Option<&'a CircuitBreaker>,
+    /// `concurrency`.
+    pub concurrency: Option<&'a ConcurrencyConfig>,
     /// `dnsRefresh`.
     pub dns_refresh: Option<Duration>,
     /// `ssl`.
@@ -232,6 +320,7 @@ impl UpstreamConfig {
             retries: self.retries.as_ref(),
             timeouts: self.timeouts.as_ref(),
             circuit_breaker: self.circuit_breaker.as_ref(),
+            concurrency: self.concurrency.as_ref(),
             dns_refresh: self.dns_refresh,
             ssl: self.ssl.as_ref(),
             http2: self.http2.0,

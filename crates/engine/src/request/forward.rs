@@ -114,6 +114,8 @@ pub(super) async fn forward(
             retry = None;
         }
     }
+    // A slot in the upstream's concurrency limit, held until the response head.
+    let _slot = super::admission::admit(up, ex).await?;
     let _request = match &up.breaker {
         Some(b) => Some(breaker_admit(b)?),
         None => None,

@@ -1,6 +1,6 @@
 //! The request path, as its phases: [`route`] → [`body`] → [`phases`] (the request steps) →
 //! [`backend`] (forwarded by [`forward`], or the policy's answer) → [`phases`] (the response
-//! steps), watched by the [`observe`]rs (access log, trace, recent exchanges, counters) from
+//! steps; [`admission`] holds a request for a slot of its upstream's concurrency limit), watched by the [`observe`]rs (access log, trace, recent exchanges, counters) from
 //! arrival to response. Each phase returns its result or the [`Problem`] that ends it; the one
 //! exit point renders problems in the request's [`ErrorFormat`] (problem+json, a gRPC status
 //! for gRPC requests, the API's SOAP faults). WebSocket (and other HTTP/1.1) upgrades are
@@ -9,6 +9,7 @@
 //! A new phase is a module here with a function [`serve`] calls; a new observer is a field of
 //! [`observe::Observers`] that the snapshot's settings turn on.
 
+mod admission;
 mod backend;
 pub(crate) mod body;
 mod context;

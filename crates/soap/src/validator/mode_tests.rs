@@ -17,10 +17,7 @@ fn files() -> tempfile::TempDir {
     dir
 }
 
-fn compile(
-    dir: &std::path::Path,
-    settings: serde_json::Value,
-) -> Result<Validator, CompileError> {
+fn compile(dir: &std::path::Path, settings: serde_json::Value) -> Result<Validator, CompileError> {
     let settings: ValidatorSettings = serde_json::from_value(settings).unwrap();
     let ctx = CompileContext {
         base_dir: dir,

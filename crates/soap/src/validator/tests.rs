@@ -168,8 +168,7 @@ fn qualified_and_unqualified_forms() {
     let unq = "<q:sendMessage xmlns:q=\"https://example.com/qualified\"><text>hi</text><priority>1</priority></q:sendMessage>";
     assert!(v.check(env11(unq).as_bytes(), false).is_err());
     let v = validator("cities.wsdl");
-    let qual =
-        "<c:getCity xmlns:c=\"https://predic8.de/cities\"><c:name>Bonn</c:name></c:getCity>";
+    let qual = "<c:getCity xmlns:c=\"https://predic8.de/cities\"><c:name>Bonn</c:name></c:getCity>";
     assert!(v.check(env11(qual).as_bytes(), false).is_err());
 }
 
