@@ -1,15 +1,17 @@
 //! The access log: one line per request (JSON, or the NCSA common or combined format), on
 //! standard output or appended to a file that SIGUSR1 reopens (for `logrotate`), for every
-//! request or a sampled share of errors and successes. Written when the response head is sent.
+//! request or a sampled share of errors and successes. Made when the response head is sent and
+//! handed to [`turnpike_telemetry::lines`], which writes it from its own thread.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{Method, StatusCode, Version};
 use turnpike_snapshot::{AccessLogSettings, LogField, LogFormat, LogOutput};
+use turnpike_telemetry::lines::{self, LineSink};
 
 /// What is logged about one request.
 pub struct AccessRecord<'a> {
@@ -56,8 +58,9 @@ pub fn sampled(s: &AccessLogSettings, status: StatusCode) -> bool {
         || (turnpike_telemetry::trace::random() >> 11) < threshold
 }
 
-/// Writes `r` as one line in `s`'s format to its output. Errors writing the log are ignored
-/// (the request has been served already).
+/// Queues `r` as one line in `s`'s format for its output ([`turnpike_telemetry::lines`]: no
+/// system call on the worker). Errors writing the log are ignored (the request has been served
+/// already).
 pub fn write(r: &AccessRecord<'_>, s: &AccessLogSettings) {
     let mut line = match s.format {
         LogFormat::Json => json_line(r, &s.fields),
@@ -65,20 +68,28 @@ pub fn write(r: &AccessRecord<'_>, s: &AccessLogSettings) {
         LogFormat::Combined => common_line(r, true),
     };
     line.push('\n');
-    match &s.output {
-        LogOutput::Stdout => {
-            let _ = std::io::stdout().lock().write_all(line.as_bytes());
-        }
-        LogOutput::File(path) => {
-            let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((p, f)) = file.as_mut() {
-                if p == path {
-                    let _ = f.write_all(line.as_bytes());
-                }
-            }
-        }
-    }
+    let sink = match &s.output {
+        LogOutput::Stdout => &SINKS.0,
+        LogOutput::File(_) => &SINKS.1,
+    };
+    lines::push(sink, line.as_bytes());
 }
+
+/// Standard output, and the open log file.
+static SINKS: std::sync::LazyLock<(Arc<LineSink>, Arc<LineSink>)> =
+    std::sync::LazyLock::new(|| {
+        (
+            LineSink::new(|b| {
+                let _ = std::io::stdout().lock().write_all(b);
+            }),
+            LineSink::new(|b| {
+                let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((_, f)) = file.as_mut() {
+                    let _ = f.write_all(b);
+                }
+            }),
+        )
+    });
 
 fn version_str(v: Version) -> &'static str {
     match v {
@@ -197,10 +208,18 @@ pub fn set_output(settings: Option<&AccessLogSettings>) -> std::io::Result<()> {
         Some(LogOutput::File(p)) => Some(p.clone()),
         _ => None,
     };
-    let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
-    if file.as_ref().map(|(p, _)| p) == want.as_ref() {
+    if FILE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|(p, _)| p)
+        == want.as_ref()
+    {
         return Ok(());
     }
+    // The lines written so far go where they were meant to.
+    lines::flush();
+    let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
     *file = match want {
         Some(p) => Some((p.clone(), open(&p)?)),
         None => None,
@@ -210,6 +229,7 @@ pub fn set_output(settings: Option<&AccessLogSettings>) -> std::io::Result<()> {
 
 /// Reopens the access log file (SIGUSR1, after `logrotate` moved it away).
 pub fn reopen() -> std::io::Result<()> {
+    lines::flush();
     let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, f)) = file.as_mut() {
         *f = open(p)?;

@@ -337,6 +337,8 @@ impl Gateway {
         for (_, handle) in workers {
             let _ = handle.join();
         }
+        // The access log lines of the last requests.
+        turnpike_telemetry::lines::flush();
     }
 }
 

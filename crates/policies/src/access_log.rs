@@ -7,8 +7,7 @@
 //! `response?.header['Content-Type']`, `exchange.proxy.name`). Lines go to the gateway's log
 //! (target `turnpike::access_log`) or, with `output`, are appended to a file.
 
-use std::io::Write;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use schemars::JsonSchema;
@@ -17,6 +16,8 @@ use turnpike_config::units::Flag;
 use turnpike_core::civil::Civil;
 use turnpike_core::PolicyFactory;
 use turnpike_core::{BodyNeed, CompileContext, CompileError, Exchange, Outcome, Policy};
+
+use turnpike_telemetry::lines::LineSink;
 
 use crate::condition::ValueExpr;
 use crate::err;
@@ -174,7 +175,7 @@ pub struct AccessLog {
     time: Vec<TimePart>,
     payload_size: bool,
     fields: Vec<(String, ValueExpr, Option<String>)>,
-    output: Option<(std::path::PathBuf, Mutex<std::fs::File>)>,
+    output: Option<Arc<LineSink>>,
 }
 
 impl PolicyFactory for AccessLog {
@@ -213,7 +214,7 @@ impl PolicyFactory for AccessLog {
                     .append(true)
                     .open(&path)
                     .map_err(|e| err("output", format!("cannot open {}: {e}", path.display())))?;
-                Some((path, Mutex::new(file)))
+                Some(LineSink::file(path, file, "the access log"))
             }
         };
         Ok(AccessLog {
@@ -332,11 +333,10 @@ impl Policy for AccessLog {
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
         let line = self.line(ex);
         match &self.output {
-            Some((path, file)) => {
-                let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
-                if let Err(e) = writeln!(f, "{line}") {
-                    tracing::warn!(file = %path.display(), "cannot write the access log: {e}");
-                }
+            Some(sink) => {
+                let mut line = line;
+                line.push('\n');
+                turnpike_telemetry::lines::push(sink, line.as_bytes());
             }
             None => {
                 let id = ex.request_id.to_str().unwrap_or("");

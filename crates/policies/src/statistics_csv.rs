@@ -6,7 +6,7 @@
 //! its folders are created at load, with the header line when the file is empty.
 
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::header;
@@ -14,6 +14,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use turnpike_core::civil::Civil;
 use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Policy, PolicyFactory};
+
+use turnpike_telemetry::lines::LineSink;
 
 use crate::err;
 
@@ -33,8 +35,7 @@ struct Started(SystemTime, Instant);
 #[derive(Debug)]
 pub struct StatisticsCsv {
     api: String,
-    path: std::path::PathBuf,
-    file: Mutex<std::fs::File>,
+    file: Arc<LineSink>,
 }
 
 const HEADER: [&str; 12] = [
@@ -90,8 +91,7 @@ impl PolicyFactory for StatisticsCsv {
         }
         Ok(StatisticsCsv {
             api: ctx.scope.api_name.clone(),
-            path,
-            file: Mutex::new(file),
+            file: LineSink::file(path, file, "the statistics"),
         })
     }
 }
@@ -174,11 +174,9 @@ impl Policy for StatisticsCsv {
 
     /// Appends the exchange's line.
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        let line = self.line(ex);
-        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = writeln!(f, "{line}") {
-            tracing::warn!(file = %self.path.display(), "cannot write the statistics: {e}");
-        }
+        let mut line = self.line(ex);
+        line.push('\n');
+        turnpike_telemetry::lines::push(&self.file, line.as_bytes());
         Outcome::Continue
     }
 }
@@ -217,6 +215,7 @@ mod tests {
                 .unwrap(),
         );
         p.on_response(&mut ex);
+        turnpike_telemetry::lines::flush();
         let _again = compile();
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();

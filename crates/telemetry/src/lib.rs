@@ -7,6 +7,7 @@
 //! or from a closed list (methods, status classes, outcomes, problem kinds), so the number of
 //! series is bounded by the configuration, whatever clients send.
 
+pub mod lines;
 pub mod metrics;
 pub mod stats;
 pub mod trace;

@@ -446,6 +446,12 @@ impl Collector for Scrape {
             "Trace spans dropped because the export queue was full or the collector failed",
             &[(vec![], p.spans_dropped.load(Relaxed))],
         )?;
+        counter(
+            &mut encoder,
+            "turnpike_access_log_dropped",
+            "Access log lines dropped because the log writer fell behind (a worker never waits for it)",
+            &[(vec![], p.log_lines_dropped.load(Relaxed))],
+        )?;
         Ok(())
     }
 }

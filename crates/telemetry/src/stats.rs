@@ -474,6 +474,8 @@ pub struct Process {
     pub spans_dropped: AtomicU64,
     /// Trace spans exported.
     pub spans_exported: AtomicU64,
+    /// Access log lines dropped because a worker's buffer for the log writer was full.
+    pub log_lines_dropped: AtomicU64,
     /// Requests let through because a rate limiter's Redis failed (`onError: allow`).
     pub ratelimit_store_allowed: AtomicU64,
     /// Requests refused because a rate limiter's Redis failed (`onError: deny`).

@@ -1,5 +1,6 @@
 //! The access log of the real binary: the combined format to a file that SIGUSR1 reopens after
-//! a rotation, sampling (every error, no success), and JSON lines with chosen fields.
+//! a rotation, sampling (every error, no success), JSON lines with chosen fields, and no line
+//! lost when SIGTERM follows the last response.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -145,5 +146,45 @@ fn access_log_settings_are_checked_at_load() {
             .unwrap_or_default();
         assert!(err.contains(says), "{bad}: {err}");
         assert!(err.contains("g.yaml:"), "{err}");
+    }
+}
+
+/// Lines leave the workers through the log writer; a graceful stop (SIGTERM) right after the
+/// last response still writes every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_the_last_response_loses_no_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let yaml = format!(
+        "gateway:\n  threads: 2\n  accessLog: {{ output: access.log, fields: [status, uri] }}\n---\napi:\n  port: {port}\n  ip: 127.0.0.1\n  flow: [ {{ return: {{ status: 200, body: fine }} }} ]\n"
+    );
+    let mut child = start(dir.path(), &yaml, Stdio::null());
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        tasks.push(tokio::spawn(async move {
+            for i in 0..250 {
+                assert_eq!(get(addr, &format!("/c{c}/r{i}")).await.status, 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let pid = std::fs::read_to_string(dir.path().join("gw.pid")).unwrap();
+    assert!(Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(dir.path().join("access.log")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2000);
+    for c in 0..8 {
+        for i in [0, 249] {
+            let want = format!(r#"{{"status":200,"uri":"/c{c}/r{i}"}}"#);
+            assert!(lines.contains(&want.as_str()), "{want} missing");
+        }
     }
 }
