@@ -61,12 +61,6 @@ pub enum AuthMethod {
 #[derive(Debug, Clone, Default)]
 pub struct Authentications(pub Vec<Authentication>);
 
-/// The internal API a policy chose for the request (Membrane's `destination` with an
-/// `internal://NAME` URL): when the request phase ends without an answer, that API runs instead
-/// of the target. Stored in [`Exchange::extensions`].
-#[derive(Debug, Clone)]
-pub struct Destination(pub std::sync::Arc<str>);
-
 /// The verified client certificate of a mutual-TLS connection; stored in
 /// [`Exchange::extensions`] for policies.
 #[derive(Debug, Clone)]
@@ -85,16 +79,9 @@ pub struct MatchedOperation {
     pub op: usize,
 }
 
-/// Set in [`Exchange::extensions`] by a policy that turns a request into a call of one fixed
-/// endpoint (`wsdl2openapi`: REST in front of SOAP): the engine then sends the request to the
-/// target's base path alone, or to this path when the target has none, instead of joining the
-/// target's base path with the request path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FixedEndpoint(pub http::uri::PathAndQuery);
-
-/// Set in [`Exchange::extensions`] by a policy that keeps a client's requests on one node of
-/// the target's pool (the `balancer`'s sticky sessions), and completed by the engine when it
-/// forwards the request.
+/// [`Directives::affinity`]: a policy keeps a client's requests on one node of the target's
+/// pool (the `balancer`'s sticky sessions); the engine completes it when it forwards the
+/// request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeAffinity {
     /// The node the request should go to (its label, `host:port`): the engine sends the
@@ -104,21 +91,37 @@ pub struct NodeAffinity {
     pub answered: Option<std::sync::Arc<str>>,
 }
 
-/// Set in [`Exchange::extensions`] by the engine before the response phase when the response is
-/// a problem the gateway generated (a policy rejected the request, the backend could not be
-/// reached or answered too late): Membrane's aborted exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Aborted;
-
-/// Set in [`Exchange::extensions`] by a request-phase policy that needs this request's response
-/// body in memory though its chain does not declare it for every response (`mcpProtection`
-/// reads the answers to `tools/list` only): the engine then buffers the response, up to
+/// [`Directives::buffer_response`]: a request-phase policy needs this request's response body
+/// in memory though its chain does not declare it for every response (`mcpProtection` reads the
+/// answers to `tools/list` only); the engine then buffers the response, up to
 /// `limits.maxBodySize`, before the response phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufferResponse {
     /// Leave a `text/event-stream` response streaming: the policy reads such a response as it
     /// streams (an event stream may stay open).
     pub except_event_streams: bool,
+}
+
+/// What a policy may ask of the engine for one exchange, and what the engine tells the
+/// response phase: the whole protocol between the policies and the engine besides a step's
+/// [`crate::Outcome`]. Everything else in [`Exchange::extensions`] is between policies.
+#[derive(Debug, Clone, Default)]
+pub struct Directives {
+    /// Run the internal API of this name instead of the target when the request phase ends
+    /// without an answer (Membrane's `destination` with an `internal://NAME` URL).
+    pub destination: Option<std::sync::Arc<str>>,
+    /// Send the request to this path of the target's node instead of joining the target's base
+    /// path with the request path (`wsdl2openapi`: REST in front of one SOAP endpoint); the
+    /// target's own base path wins when it has one.
+    pub fixed_endpoint: Option<http::uri::PathAndQuery>,
+    /// Keep the request on a node of the pool (see [`NodeAffinity`]).
+    pub affinity: Option<NodeAffinity>,
+    /// Read the response body into memory before the response phase (see [`BufferResponse`]).
+    pub buffer_response: Option<BufferResponse>,
+    /// Set by the engine before the response phase when the response is a problem the gateway
+    /// generated (a policy rejected the request, the backend could not be reached or answered
+    /// too late): Membrane's aborted exchange, which `abort:` flows wait for.
+    pub aborted: bool,
 }
 
 /// One request travelling through the gateway. Policies read and change it; the engine forwards
@@ -145,6 +148,8 @@ pub struct Exchange {
     /// What policies learned and want to share with later policies (verified claims, the
     /// consumer, a parsed body, ...), keyed by type.
     pub extensions: http::Extensions,
+    /// What the policies ask of the engine, and the engine tells them.
+    pub directives: Directives,
     /// When the request is traced: how long each policy step took, in order.
     pub step_times: Option<Vec<StepTime>>,
 }
@@ -176,6 +181,7 @@ impl Exchange {
             original_uri,
             response: None,
             extensions: http::Extensions::new(),
+            directives: Directives::default(),
             step_times: None,
         }
     }

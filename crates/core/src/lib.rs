@@ -23,7 +23,7 @@ pub mod template;
 pub use body::Body;
 pub use chain::{Chain, RequestEnd, ResponseEnd, Step};
 pub use error_format::{ErrorFormat, RenderProblem};
-pub use exchange::{Exchange, StepTime};
+pub use exchange::{Directives, Exchange, StepTime};
 pub use policy::{BodyInspected, BodyInspector, BodyNeed, Outcome, Policy, Resume, Wait};
 pub use problem::{types as problems, Problem, ProblemType};
 pub use registry::{CompileContext, CompileError, Phases, PolicyFactory, PolicyKind};

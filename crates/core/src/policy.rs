@@ -134,6 +134,13 @@ pub enum BodyNeed {
 /// A compiled policy. Built once when a config is loaded; shared by every worker and request.
 ///
 /// Implementations must not block: they run on the data plane's event loop.
+///
+/// A step talks to the engine through what it returns ([`Outcome`]: go on, answer, refuse, or
+/// wait for I/O) and through [`crate::exchange::Directives`] on the exchange: an internal API
+/// to run instead of the target, a fixed endpoint path, a preferred node, the response body
+/// wanted in memory; the engine tells the response phase there whether the response is the
+/// gateway's own problem. [`Exchange::extensions`](crate::Exchange::extensions) carries what
+/// policies tell each other; the engine never reads it.
 pub trait Policy: Send + Sync + 'static {
     /// The policy's name as written in YAML, for logs and errors.
     fn name(&self) -> &'static str;

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use turnpike_core::exchange::Aborted;
 use turnpike_core::{BodyNeed, Chain, Exchange, Outcome, Policy};
 
 use crate::nested::{self, Needs};
@@ -52,7 +51,7 @@ impl Policy for AbortFlow {
     /// Runs the flow's response phase when the response is the gateway's own problem; else
     /// does nothing.
     fn on_response(&self, ex: &mut Exchange) -> Outcome {
-        if ex.extensions.get::<Aborted>().is_none() {
+        if !ex.directives.aborted {
             return Outcome::Continue;
         }
         nested::response_below(ex, self.chain.clone(), usize::MAX)
@@ -94,7 +93,7 @@ mod tests {
         let mut ex = exchange("GET", "/", &[], "");
         ex.response = Some(http::Response::new(turnpike_core::Body::Empty));
         if aborted {
-            ex.extensions.insert(Aborted);
+            ex.directives.aborted = true;
         }
         assert!(matches!(flow().on_response(&mut ex), Outcome::Continue));
         ex.response

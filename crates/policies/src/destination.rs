@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use turnpike_core::exchange::Destination as Chosen;
 use turnpike_core::PolicyFactory;
 use turnpike_core::{CompileContext, CompileError, Exchange, Outcome, Phases, Policy};
 
@@ -62,7 +61,7 @@ impl Policy for Destination {
 
     /// Chooses the internal API.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        ex.extensions.insert(Chosen(Arc::clone(&self.name)));
+        ex.directives.destination = Some(Arc::clone(&self.name));
         Outcome::Continue
     }
 }
@@ -83,7 +82,7 @@ mod tests {
         let d = compile("internal://express").unwrap();
         let mut ex = exchange("POST", "/", &[], "");
         d.on_request(&mut ex);
-        assert_eq!(&*ex.extensions.get::<Chosen>().unwrap().0, "express");
+        assert_eq!(ex.directives.destination.as_deref(), Some("express"));
         assert!(compile("http://example.com").is_err());
         assert!(compile("internal://").is_err());
     }

@@ -391,7 +391,7 @@ impl Policy for McpProtection {
                 // answers could not be.
                 ex.request.headers.remove(header::ACCEPT_ENCODING);
                 ex.extensions.insert(ToolsListed(Arc::new(listed)));
-                ex.extensions.insert(BufferResponse {
+                ex.directives.buffer_response = Some(BufferResponse {
                     except_event_streams: true,
                 });
                 Outcome::Continue

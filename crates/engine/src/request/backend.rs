@@ -89,10 +89,7 @@ pub(super) async fn call(
             };
             match forward(ex, target, ctx, how, trace).await {
                 Ok((res, up, node)) => {
-                    if let Some(a) = ex
-                        .extensions
-                        .get_mut::<turnpike_core::exchange::NodeAffinity>()
-                    {
+                    if let Some(a) = ex.directives.affinity.as_mut() {
                         a.answered = Some(Arc::clone(&node));
                     }
                     served.upstream_status = Some(res.status());
@@ -143,9 +140,9 @@ pub(super) fn upgraded(
 /// Where a request the flow did not answer goes in-process: the internal API a policy chose
 /// (`destination`), else the API's `internal://` target.
 fn internal_next(api: &Api, ex: &mut Exchange) -> Option<Arc<str>> {
-    ex.extensions
-        .remove::<turnpike_core::exchange::Destination>()
-        .map(|d| d.0)
+    ex.directives
+        .destination
+        .take()
         .or_else(|| match &api.backend {
             Backend::Internal(name) => Some(Arc::clone(name)),
             _ => None,

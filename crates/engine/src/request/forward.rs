@@ -10,7 +10,6 @@ use http::{HeaderValue, Request, Response, StatusCode, Version};
 use hyper::upgrade::OnUpgrade;
 use smallvec::SmallVec;
 use turnpike_core::body::BodyTooLarge;
-use turnpike_core::exchange::FixedEndpoint;
 use turnpike_core::{problems, Body, Exchange, Problem};
 use turnpike_snapshot::upstream::{now_ms, Breaker, Target, TargetPath, Upstream};
 use turnpike_snapshot::Node;
@@ -100,8 +99,9 @@ pub(super) async fn forward(
     let up: &Upstream = live.as_deref().unwrap_or(&target.upstream);
     // A sticky session's node, when the pool has it and it is usable.
     let preferred = ex
-        .extensions
-        .get::<turnpike_core::exchange::NodeAffinity>()
+        .directives
+        .affinity
+        .as_ref()
         .and_then(|a| a.preferred.as_deref())
         .and_then(|label| up.nodes.iter().position(|n| &*n.label == label))
         .filter(|&i| up.nodes[i].state.usable(now_ms()));
@@ -328,8 +328,8 @@ async fn send_to(
                 .with_detail("the request's path cannot be sent to the backend"),
         )
     };
-    let uri = match (ex.extensions.get::<FixedEndpoint>(), &target.path) {
-        (Some(FixedEndpoint(endpoint)), _) => node.endpoint_uri(endpoint),
+    let uri = match (&ex.directives.fixed_endpoint, &target.path) {
+        (Some(endpoint), _) => node.endpoint_uri(endpoint),
         (None, TargetPath::Join) => node.upstream_uri(ex.request.uri.path_and_query()),
         (None, TargetPath::Exact(pq)) => Ok(http::Uri::from(pq.clone())),
         (None, TargetPath::Template(t)) => http::uri::PathAndQuery::try_from(t.render_uri(ex))

@@ -54,8 +54,8 @@ fn is_event_stream(response: &Response<Body>) -> bool {
 
 /// Response phase: the response steps of the steps before `end`, last first (Membrane's
 /// semantics), with the response body buffered first when a step needs it (or a request-phase
-/// step asked for it with [`turnpike_core::exchange::BufferResponse`]); gateway problems are
-/// marked [`turnpike_core::exchange::Aborted`] for `abort:` flows.
+/// step asked for it with [`turnpike_core::exchange::Directives::buffer_response`]); gateway
+/// problems are marked [`turnpike_core::exchange::Directives::aborted`] for `abort:` flows.
 pub(super) async fn response_phase(
     chain: &Chain,
     ex: &mut Exchange,
@@ -69,8 +69,8 @@ pub(super) async fn response_phase(
     }
     let buffer_asked = chain.response_body_need() == BodyNeed::Buffer
         || ex
-            .extensions
-            .get::<turnpike_core::exchange::BufferResponse>()
+            .directives
+            .buffer_response
             .is_some_and(|b| !(b.except_event_streams && is_event_stream(&response)));
     let response = if buffer_asked && response.status() != StatusCode::SWITCHING_PROTOCOLS {
         let (parts, body) = response.into_parts();
@@ -85,7 +85,7 @@ pub(super) async fn response_phase(
         response
     };
     if served.error.is_some() {
-        ex.extensions.insert(turnpike_core::exchange::Aborted);
+        ex.directives.aborted = true;
     }
     ex.response = Some(response);
     let mut end = end;

@@ -341,7 +341,7 @@ impl Policy for Balancer {
         let preferred = id
             .as_deref()
             .and_then(|id| self.state.sessions().node(id, now_ms(), self.timeout));
-        ex.extensions.insert(NodeAffinity {
+        ex.directives.affinity = Some(NodeAffinity {
             preferred,
             answered: None,
         });
@@ -358,8 +358,9 @@ impl Policy for Balancer {
             return Outcome::Continue;
         };
         let Some(node) = ex
-            .extensions
-            .get::<NodeAffinity>()
+            .directives
+            .affinity
+            .as_ref()
             .and_then(|a| a.answered.clone())
         else {
             return Outcome::Continue;
@@ -484,17 +485,18 @@ mod tests {
         assert!(!b.response_needs_request());
         let mut ex = exchange("POST", "/", &[], r#"{"id":"1"}"#);
         assert!(matches!(b.on_request(&mut ex), Outcome::Continue));
-        assert_eq!(ex.extensions.get::<NodeAffinity>().unwrap().preferred, None);
+        assert_eq!(ex.directives.affinity.as_ref().unwrap().preferred, None);
         // The engine forwarded it to a node.
-        ex.extensions.get_mut::<NodeAffinity>().unwrap().answered = Some("localhost:4001".into());
+        ex.directives.affinity.as_mut().unwrap().answered = Some("localhost:4001".into());
         ex.response = Some(http::Response::new(turnpike_core::Body::full("<html/>")));
         b.on_response(&mut ex);
         let mut again = exchange("POST", "/", &[], r#"{"id":"1"}"#);
         b.on_request(&mut again);
         assert_eq!(
             again
-                .extensions
-                .get::<NodeAffinity>()
+                .directives
+                .affinity
+                .as_ref()
                 .unwrap()
                 .preferred
                 .as_deref(),
@@ -503,7 +505,7 @@ mod tests {
         // A session id in the response binds too.
         let mut other = exchange("POST", "/", &[], "{}");
         b.on_request(&mut other);
-        other.extensions.get_mut::<NodeAffinity>().unwrap().answered =
+        other.directives.affinity.as_mut().unwrap().answered =
             Some("localhost:4002".into());
         other.response = Some(http::Response::new(turnpike_core::Body::full(
             r#"{"id":"9"}"#,
@@ -512,8 +514,9 @@ mod tests {
         let mut nine = exchange("POST", "/", &[], r#"{"id":"9"}"#);
         b.on_request(&mut nine);
         assert_eq!(
-            nine.extensions
-                .get::<NodeAffinity>()
+            nine.directives
+                .affinity
+                .as_ref()
                 .unwrap()
                 .preferred
                 .as_deref(),
@@ -523,6 +526,6 @@ mod tests {
         let plain_balancer = compile_in_slot("t|plain", serde_json::json!({})).unwrap();
         let mut ex = exchange("GET", "/", &[], "");
         plain_balancer.on_request(&mut ex);
-        assert!(ex.extensions.get::<NodeAffinity>().is_none());
+        assert!(ex.directives.affinity.is_none());
     }
 }

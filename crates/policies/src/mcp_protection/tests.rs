@@ -147,7 +147,7 @@ fn tools_list_answers_in_json_lose_denied_tools() {
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}"#,
     );
     assert!(matches!(o, Outcome::Continue));
-    assert!(ex.extensions.get::<BufferResponse>().is_some());
+    assert!(ex.directives.buffer_response.is_some());
     let mut r = http::Response::new(Body::full(tools_list_answer(4).to_string()));
     r.headers_mut()
         .insert(header::CONTENT_TYPE, "application/json".parse().unwrap());

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Method;
-use turnpike_core::exchange::FixedEndpoint;
 
 use crate::wsdl::{SoapVersion, Wsdl};
 use crate::xsd::{Model, Particle};
@@ -73,7 +72,7 @@ pub struct Wsdl2OpenApi {
     pub(crate) known: Vec<Vec<(String, Slot)>>,
     pub(crate) wsdl: Arc<Wsdl>,
     pub(crate) version: SoapVersion,
-    pub(crate) endpoint: FixedEndpoint,
+    pub(crate) endpoint: http::uri::PathAndQuery,
     pub(crate) openapi: Bytes,
 }
 

@@ -36,7 +36,6 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use turnpike_core::exchange::FixedEndpoint;
 use turnpike_core::problems;
 use turnpike_core::{Body, BodyNeed, Exchange, Outcome, Policy, Problem};
 use turnpike_core::{CompileContext, CompileError, Phases, PolicyFactory};
@@ -305,7 +304,7 @@ impl Wsdl2OpenApi {
             known,
             version: port.version,
             wsdl: Arc::clone(&wsdl),
-            endpoint: FixedEndpoint(endpoint),
+            endpoint,
             openapi: Bytes::from(openapi.to_string()),
         })
     }
@@ -546,7 +545,7 @@ impl Policy for Wsdl2OpenApi {
             HeaderValue::from_static("text/xml, application/soap+xml"),
         );
         ex.request.method = Method::POST;
-        ex.extensions.insert(self.endpoint.clone());
+        ex.directives.fixed_endpoint = Some(self.endpoint.clone());
         ex.extensions.insert(Called {
             policy: self.id,
             op: i,
