@@ -13,6 +13,7 @@ pub mod balancer;
 pub mod beautifier;
 pub mod call;
 pub mod cluster_notification;
+pub mod compress;
 pub mod condition;
 pub mod consumers;
 pub mod correlation_id;

@@ -40,6 +40,7 @@ pub static POLICIES: &[PolicyKind] = &[
     PolicyKind::of::<crate::beautifier::Beautifier>(),
     PolicyKind::of::<crate::replace::Replace>(),
     PolicyKind::of::<crate::padding_header::PaddingHeader>(),
+    PolicyKind::of::<crate::compress::Compress>(),
     PolicyKind::of::<crate::greaser::Greaser>(),
     PolicyKind::of::<crate::form_validation::FormValidation>(),
     PolicyKind::of::<crate::sql_injection_protection::SqlInjectionProtection>(),

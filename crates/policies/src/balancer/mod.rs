@@ -505,8 +505,7 @@ mod tests {
         // A session id in the response binds too.
         let mut other = exchange("POST", "/", &[], "{}");
         b.on_request(&mut other);
-        other.directives.affinity.as_mut().unwrap().answered =
-            Some("localhost:4002".into());
+        other.directives.affinity.as_mut().unwrap().answered = Some("localhost:4002".into());
         other.response = Some(http::Response::new(turnpike_core::Body::full(
             r#"{"id":"9"}"#,
         )));
