@@ -87,6 +87,7 @@ pub(super) fn request_id(req: &Request<Incoming>, settings: &Settings) -> Header
 /// The exchange the policies see: the request head and body, the client, the request id, the
 /// client certificate's subject; the console's capture and the trace's step times when those
 /// observers are on.
+#[inline]
 pub(super) fn exchange(
     parts: http::request::Parts,
     body: Body,

@@ -116,11 +116,20 @@ pub async fn serve(
         let upgrade = context::is_upgrade(&req) || req.method() == http::Method::CONNECT;
         let (mut parts, incoming) = req.into_parts();
         let mut incoming = Some(incoming);
-        let (api, params, body) = phase!(
-            'phases,
-            served,
-            route::routed(&snap, &ctx, &mut parts, &mut incoming).await
-        );
+        let (api, params, body) = match (route::reads_body(&snap, &ctx), incoming.take()) {
+            (true, Some(b)) => {
+                phase!('phases, served, route::routed_on_body(&snap, &ctx, &mut parts, b).await)
+            }
+            (_, b) => {
+                incoming = b;
+                let (api, params) = phase!(
+                    'phases,
+                    served,
+                    route::route(&snap, ctx.listener, ctx.conn.peer, &parts, None)
+                );
+                (api, params, None)
+            }
+        };
         served.api = Some(Arc::clone(&api));
         if api.errors.is_some() {
             served.format = ErrorFormat::of(&parts.headers, api.errors.as_ref());

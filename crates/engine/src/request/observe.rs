@@ -37,6 +37,7 @@ pub(super) struct Observers {
 impl Observers {
     /// Starts the observers `settings` turn on, with what they need of the request as it
     /// arrived.
+    #[inline]
     pub(super) fn start(settings: &Settings, conn: &ConnInfo, req: &Request<Incoming>) -> Self {
         let log = RequestLog::start(settings.access_log.as_ref(), conn.peer, req);
         let trace: Traced = settings.tracing.as_ref().and_then(|s| {
@@ -115,7 +116,7 @@ impl Observers {
     /// Ends every observer with the response (which gets the request id header) and returns
     /// it in the client's protocol `version`.
     pub(super) fn end(
-        self,
+        &mut self,
         mut response: Response<Body>,
         snap: &Snapshot,
         ctx: &RequestContext<'_>,
@@ -143,13 +144,17 @@ impl Observers {
                 );
             }
         }
-        if let (Some(t), Some((method, path, host))) = (self.trace, self.traced_head) {
+        if let (Some(t), Some((method, path, host))) = (self.trace.take(), self.traced_head.take())
+        {
             finish_trace(t, served, ctx.conn, method, path, host, response.status());
         }
-        if let Some(s) = self.stored {
+        if let Some(s) = self.stored.take() {
             response = s.record(response, served, ctx.conn);
         }
-        self.log.finish(response, served, version)
+        RequestLog {
+            entry: self.log.entry.take(),
+        }
+        .finish(response, served, version)
     }
 }
 

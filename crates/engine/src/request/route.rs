@@ -14,24 +14,24 @@ use turnpike_snapshot::{Api, Snapshot};
 use super::body::{buffer, read};
 use super::RequestContext;
 
-/// The API that takes the request, its path parameters, and the body when routing had to read
-/// it (a listener with an API whose routing test reads the body, Membrane's XPath and JSONPath
-/// `test`); otherwise `incoming` is left for the body phase.
-pub(super) async fn routed(
+/// True when the listener has an API whose routing test reads the body (Membrane's XPath and
+/// JSONPath `test`): its requests are read before they are routed ([`routed_on_body`]).
+#[inline]
+pub(super) fn reads_body(snap: &Snapshot, ctx: &RequestContext<'_>) -> bool {
+    snap.listeners
+        .get(&ctx.listener)
+        .is_some_and(|l| l.body_routing)
+}
+
+/// The API that takes the request on a listener that routes on bodies ([`reads_body`]), its
+/// path parameters, and the body, read whole to route.
+pub(super) async fn routed_on_body(
     snap: &Snapshot,
     ctx: &RequestContext<'_>,
     parts: &mut http::request::Parts,
-    incoming: &mut Option<Incoming>,
+    incoming: Incoming,
 ) -> Result<(Arc<Api>, PathParams, Option<Body>), Problem> {
-    let body_routing = snap
-        .listeners
-        .get(&ctx.listener)
-        .is_some_and(|l| l.body_routing);
-    if !body_routing {
-        let (api, params) = route(snap, ctx.listener, ctx.conn.peer, parts, None)?;
-        return Ok((api, params, None));
-    }
-    let body = read(&snap.settings, parts, incoming.take()).await?;
+    let body = read(&snap.settings, parts, Some(incoming)).await?;
     let bytes = Box::pin(buffer(body, snap.settings.max_body_size)).await?;
     let (api, params) = route(snap, ctx.listener, ctx.conn.peer, parts, Some(&bytes))?;
     Ok((api, params, Some(Body::Full(Some(bytes)))))
@@ -66,7 +66,7 @@ fn route_probe(
 /// Route: the API of this listener that takes the request, and its path parameters (a target
 /// longer than `limits.maxUriLength` is refused first). `body` is the request's body when the
 /// listener routes on bodies.
-fn route(
+pub(super) fn route(
     snap: &Snapshot,
     listener: SocketAddr,
     client: SocketAddr,
