@@ -5,8 +5,8 @@
 //! far more than its share waits behind itself, not in front of the others. A key whose queue
 //! is full has its own new requests shed; when every queue together is full, the newest request
 //! of the largest queue is shed; when requests have waited longer than the target delay for a
-//! whole interval (CoDel's rule), the oldest request of the largest queue is shed at each
-//! dispatch until the delay falls again.
+//! whole interval (CoDel's rule), each late hand-over sheds the requests of the largest queue
+//! that have waited longer than the target, until hand-overs are on time again.
 //!
 //! One [`Admission`] per compiled upstream, shared by every worker (a mutex held for a few
 //! instructions per request, only on upstreams that configure it). A request holds its
@@ -462,21 +462,44 @@ impl Admission {
             }
             let delay = now.saturating_duration_since(w.since);
             if delay > self.settings.target_delay {
-                match s.above_since {
-                    None => s.above_since = Some(now),
-                    Some(t) if now.saturating_duration_since(t) >= self.settings.interval => {
-                        if let Some(k) = s.largest() {
-                            s.shed_from(&k, true, Shed::Overloaded, &self.stats);
-                        }
-                    }
-                    Some(_) => {}
-                }
+                self.shed_while_late(s, now);
             } else {
                 s.above_since = None;
             }
             if w.tx.send(Ok(())).is_ok() {
                 s.in_flight += 1;
             }
+        }
+    }
+}
+
+impl Admission {
+    /// CoDel's rule on a request handed a slot late: once the delay has been over the target
+    /// for a whole interval, the largest queue gives up every request that has waited longer
+    /// than the target (oldest first), at each late hand-over, until hand-overs are on time
+    /// again. The delay stays near the target however far arrivals exceed what the backend
+    /// serves, and the shedding falls on the clients with the most waiting.
+    fn shed_while_late(&self, s: &mut State, now: Instant) {
+        let Some(since) = s.above_since else {
+            s.above_since = Some(now);
+            return;
+        };
+        if now.saturating_duration_since(since) < self.settings.interval {
+            return;
+        }
+        let Some(k) = s.largest() else {
+            return;
+        };
+        let Some(cutoff) = now.checked_sub(self.settings.target_delay) else {
+            return;
+        };
+        while s
+            .flows
+            .get(&k)
+            .and_then(|f| f.waiters.front())
+            .is_some_and(|w| w.since <= cutoff)
+        {
+            s.shed_from(&k, true, Shed::Overloaded, &self.stats);
         }
     }
 }
