@@ -6,10 +6,15 @@ backend (bench/configs/nginx-backend.conf) on CPU 0, and nginx proxying for refe
 Per case: median req/s and CPU µs per request (schedstat of every thread of the gateway and of
 its child processes, such as Python executors) and the ratio to plain proxying.
 
-Usage: bench/overhead.py --set NAME [--rounds N] [--duration S] [--turnpike PATH] [--out FILE]
-Sets: conditions (if/choose, per-operation flows, Python policies), telemetry (metrics,
+Usage: bench/overhead.py --set NAME [--rounds N] [--duration S] [--turnpike PATH]
+                         [--baseline PATH] [--out FILE]
+With --baseline (the binary of the previous commit), every case also runs on it, interleaved
+in each round, and is reported as "… (baseline)": an A/B of a change on the same machine.
+Sets: proxy (plain proxying and a short-circuit `return`, for A/B runs), conditions (if/choose, per-operation flows, Python policies), telemetry (metrics,
 tracing, the store of recent exchanges), ratelimit (local, Redis exact and local-sync),
-upstreams (a pool of three nginx backends; then one node killed under load).
+upstreams (a pool of three nginx backends; then one node killed under load), compress (a
+20 KB JSON body proxied plain and compressed with gzip 6, br 4 and zstd 3; nginx proxying it
+plain and with `gzip_comp_level 6` for reference).
 Needs nginx, wrk, taskset; redis-server for `ratelimit`; python3 for `conditions`.
 """
 
@@ -32,6 +37,8 @@ REPO = os.path.dirname(BENCH)
 FRUITSHOP = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "openapi", "fruitshop-v2-2-0.oas.yml"))
 SUT_CPU, LOAD_CPU = "1", "0"
 PORT, BACKEND, NGINX_PORT, REDIS_PORT, COLLECTOR_PORT = 2001, 2010, 2021, 2079, 2090
+# The backend of the `compress` set: a 20 KB JSON document (big_json()).
+BIG_BACKEND = 2017
 
 HEAD = "gateway: {{ threads: 1, accessLog: false{extra} }}\n---\n"
 API = "api:\n  port: %d\n  ip: 127.0.0.1\n{body}  target: {{ host: 127.0.0.1, port: %d }}\n" % (PORT, BACKEND)
@@ -113,6 +120,18 @@ def cases(name, tmp):
             ("pool of 3, roundRobin", HEAD.format(extra="") + pool, "/items/7", []),
             ("pool of 3, leastRequests", HEAD.format(extra="") + pool + "    loadBalancing: leastRequests\n", "/items/7", []),
             ("pool of 3, health checks + retries", HEAD.format(extra="") + pool + checks, "/items/7", []),
+        ]
+    if name == "proxy":
+        ret = "  flow: [ { return: { status: 200, contentType: application/json, body: '{\"ok\":true}' } } ]\n"
+        return [plain, ("return (short-circuit)", api(ret), "/items/7", [])]
+    if name == "compress":
+        big = "api:\n  port: %d\n  ip: 127.0.0.1\n{body}  target: {{ host: 127.0.0.1, port: %d }}\n" % (PORT, BIG_BACKEND)
+        comp = "  flow: [ { compress: { encodings: [%s], minSize: 1KB } } ]\n"
+        return [
+            ("plain proxy, 20 KB JSON", HEAD.format(extra="") + big.format(body=""), "/big.json", []),
+            ("compress gzip 6", HEAD.format(extra="") + big.format(body=comp % "gzip"), "/big.json", [("Accept-Encoding", "gzip")]),
+            ("compress br 4", HEAD.format(extra="") + big.format(body=comp % "br"), "/big.json", [("Accept-Encoding", "br")]),
+            ("compress zstd 3", HEAD.format(extra="") + big.format(body=comp % "zstd"), "/big.json", [("Accept-Encoding", "zstd")]),
         ]
     if name == "ratelimit":
         lim = "  flow: [ { rateLimiter: { requestLimit: 1000000000, requestLimitDuration: PT1M, key: ip%s } } ]\n"
@@ -223,6 +242,65 @@ def start_backend(tmp, port, status):
     return p
 
 
+def big_json():
+    """A 20 KB JSON document like an API's listing (ids, names, prices, tags)."""
+    items = []
+    i = 0
+    while len(",".join(items)) < 20000:
+        items.append('{"id":%d,"sku":"TP-%04d","name":"Widget %d","price":%d.99,"stock":%d,"tags":["bench","turnpike"]}'
+                     % (i, i, i, 10 + i % 50, 100 + 7 * i))
+        i += 1
+    return '{"count":%d,"items":[%s]}' % (len(items), ",".join(items))
+
+
+def start_big_backend(tmp):
+    """nginx serving big_json() at /big.json on BIG_BACKEND."""
+    d = os.path.join(tmp, "big")
+    os.makedirs(os.path.join(d, "www"), exist_ok=True)
+    # nginx's workers (user nobody) read the document: the folders must let them through.
+    for p in (tmp, d, os.path.join(d, "www")):
+        os.chmod(p, 0o755)
+    with open(os.path.join(d, "www", "big.json"), "w") as f:
+        f.write(big_json())
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("""daemon off;
+master_process on;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path client_body;
+    proxy_temp_path proxy;
+    fastcgi_temp_path fastcgi;
+    uwsgi_temp_path uwsgi;
+    scgi_temp_path scgi;
+    types { application/json json; }
+    server { listen 127.0.0.1:%d; root %s; etag off; }
+}
+""" % (BIG_BACKEND, os.path.join(d, "www")))
+    p = subprocess.Popen(["taskset", "-c", LOAD_CPU, "nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")])
+    wait_200("http://127.0.0.1:%d/big.json" % BIG_BACKEND, [])
+    return p
+
+
+def nginx_big_conf(tmp, gzip):
+    """nginx-proxy.conf in front of the big backend, with `gzip` at level 6 or without."""
+    d = os.path.join(tmp, "nginx-big-%s" % ("gzip" if gzip else "plain"))
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    with open(os.path.join(BENCH, "configs", "nginx-proxy.conf")) as src, open(conf, "w") as dst:
+        text = src.read().replace("server 127.0.0.1:2010;", "server 127.0.0.1:%d;" % BIG_BACKEND)
+        if gzip:
+            text = text.replace("    access_log off;", "    access_log off;\n    gzip on;\n    gzip_comp_level 6;\n"
+                                "    gzip_types application/json;\n    gzip_min_length 1024;\n    gzip_proxied any;\n    gzip_vary on;")
+        dst.write(text)
+    return ["nginx", "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
+
+
 def nginx_pool_conf(tmp):
     """nginx-proxy.conf with an upstream block of the three backends (nginx's defaults:
     round robin, `proxy_next_upstream error timeout`)."""
@@ -237,10 +315,12 @@ def nginx_pool_conf(tmp):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", required=True, choices=["conditions", "telemetry", "ratelimit", "upstreams"])
+    ap.add_argument("--set", required=True, choices=["proxy", "conditions", "telemetry", "ratelimit", "upstreams", "compress"])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--turnpike", default=os.path.join(REPO, "target", "release", "turnpike"))
+    ap.add_argument("--baseline", help="another turnpike binary to run every case on, interleaved")
+    ap.add_argument("--set-only", action="store_true", help="skip the nginx reference runs")
     ap.add_argument("--out")
     args = ap.parse_args()
     for tool in ["nginx", "wrk", "taskset"]:
@@ -260,6 +340,8 @@ def main():
             for port, status in ((2013, 2015), (2014, 2016)):
                 backends[port] = start_backend(tmp, port, status)
                 procs.append(backends[port])
+        if args.set == "compress":
+            procs.append(start_big_backend(tmp))
         if args.set == "ratelimit":
             procs.append(subprocess.Popen(["taskset", "-c", LOAD_CPU, "redis-server", "--port", str(REDIS_PORT),
                                            "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL))
@@ -274,10 +356,17 @@ def main():
         os.makedirs(os.path.join(tmp, "nginx-proxy"))
         nginx_cmd = ["nginx", "-p", os.path.join(tmp, "nginx-proxy") + "/", "-c",
                      os.path.join(BENCH, "configs", "nginx-proxy.conf"), "-e", os.path.join(tmp, "nginx-proxy", "error.log")]
-        results = {label: [] for label, *_ in all_cases}
+        results = {}
+        for label, *_ in all_cases:
+            results[label] = []
+            if args.baseline:
+                results[label + " (baseline)"] = []
         results["nginx proxy"] = []
         if args.set == "upstreams":
             results["nginx pool of 3"] = []
+        if args.set == "compress":
+            results["nginx proxy, 20 KB JSON"] = []
+            results["nginx gzip 6"] = []
         started = time.time()
         for r in range(args.rounds):
             order = list(range(len(all_cases)))
@@ -285,16 +374,29 @@ def main():
                 order.reverse()
             for i in order:
                 label, _, path, headers = all_cases[i]
-                res = run_case([args.turnpike, "run", "-c", files[i]], "http://127.0.0.1:%d%s" % (PORT, path),
-                               headers, args.duration)
-                results[label].append(res)
-                print("round %d %-45s %9.0f req/s %6.1f µs/req errors %d" % (r + 1, label, res["rps"], res["cpu_us"], res["errors"]),
-                      file=sys.stderr)
+                binaries = [(label, args.turnpike)]
+                if args.baseline:
+                    binaries.append((label + " (baseline)", args.baseline))
+                    if r % 2:
+                        binaries.reverse()
+                for name, binary in binaries:
+                    res = run_case([binary, "run", "-c", files[i]], "http://127.0.0.1:%d%s" % (PORT, path),
+                                   headers, args.duration)
+                    results[name].append(res)
+                    print("round %d %-45s %9.0f req/s %6.1f µs/req errors %d" % (r + 1, name, res["rps"], res["cpu_us"], res["errors"]),
+                          file=sys.stderr)
+            if args.set_only:
+                continue
             res = run_case(nginx_cmd, "http://127.0.0.1:%d/items/7" % NGINX_PORT, [], args.duration)
             results["nginx proxy"].append(res)
             if args.set == "upstreams":
                 res = run_case(nginx_pool_conf(tmp), "http://127.0.0.1:%d/items/7" % NGINX_PORT, [], args.duration)
                 results["nginx pool of 3"].append(res)
+            if args.set == "compress":
+                for label, gz, hdrs in (("nginx proxy, 20 KB JSON", False, []),
+                                        ("nginx gzip 6", True, [("Accept-Encoding", "gzip")])):
+                    res = run_case(nginx_big_conf(tmp, gz), "http://127.0.0.1:%d/big.json" % NGINX_PORT, hdrs, args.duration)
+                    results[label].append(res)
         elapsed = time.time() - started
         ref = all_cases[0][0]
         ref_rps = statistics.median(x["rps"] for x in results[ref])
@@ -303,6 +405,8 @@ def main():
                  (args.rounds, args.duration, elapsed / 60, SUT_CPU, LOAD_CPU), "",
                  "| case | req/s | × first | CPU µs/req | Δ CPU µs/req | errors |", "|---|--:|--:|--:|--:|--:|"]
         for label in list(results):
+            if not results[label]:
+                continue
             rps = statistics.median(x["rps"] for x in results[label])
             cpu = statistics.median(x["cpu_us"] for x in results[label])
             errs = sum(x["errors"] for x in results[label])
