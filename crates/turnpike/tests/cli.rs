@@ -108,9 +108,13 @@ fn validate_reports_every_error_with_file_line_column_and_key() {
 #[test]
 fn validate_checks_the_examples() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    // examples/overload.yaml reads its port, backend and capacity from the environment.
     let out = Command::new(BIN)
         .args(["validate", "-c"])
         .arg(&root)
+        .env("PORT", "8080")
+        .env("BACKEND_URL", "http://127.0.0.1:9000")
+        .env("BACKEND_CONCURRENCY", "16")
         .output()
         .unwrap();
     assert!(

@@ -40,6 +40,11 @@ fn json_body(reply: &[u8]) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// Held by the test that measures this process's memory and by the tests that build large
+/// buffers in it (bodies over the limits, compression bombs), so that the measurement sees
+/// only its own gateway's growth.
+static MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn gateway(backend: u16, gateway: &str) -> TestGateway {
     TestGateway::start(&format!(
         "gateway: {{ accessLog: false{gateway} }}\n---\napi: {{ port: 0, ip: 127.0.0.1, target: {{ host: 127.0.0.1, port: {backend} }} }}\n"
@@ -80,6 +85,7 @@ async fn a_streamed_body_with_bad_chunk_framing_is_a_client_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heads_targets_and_bodies_over_their_limits_get_their_status() {
+    let _memory = MEMORY.lock().await;
     let backend = Backend::start().await;
     let gw = gateway(
         backend.port(),
@@ -147,6 +153,7 @@ async fn heads_targets_and_bodies_over_their_limits_get_their_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_bodies_unread_responses_and_connection_floods_are_bounded() {
+    let _memory = MEMORY.lock().await;
     let backend = Backend::start().await;
     let gw = gateway(
         backend.port(),
@@ -349,6 +356,7 @@ async fn a_trusted_request_id_is_passed_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_floods_are_cut_off_and_memory_stays_flat() {
+    let _memory = MEMORY.lock().await;
     if !python_has(&["h2"]) {
         eprintln!("the Python h2 package is not installed (scripts/setup.sh --test): skipped");
         return;
@@ -553,6 +561,7 @@ async fn post_bytes(
 /// backend reads them; a decompression bomb is 413 and an unknown coding 415, never forwarded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encoded_bodies_are_inspected_as_the_backend_reads_them() {
+    let _memory = MEMORY.lock().await;
     let backend = Backend::start().await;
     let gw = TestGateway::start(&format!(
         r#"api:

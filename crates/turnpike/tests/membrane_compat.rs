@@ -919,7 +919,15 @@ api:
         .status,
         405
     );
-    let text = std::fs::read_to_string(&log).unwrap();
+    // The lines are written by the log writer's thread, within 50 ms.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 2 || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
