@@ -336,28 +336,14 @@ async fn export_over_mutual_tls_reaches_the_collector_and_a_wrong_ca_gets_nothin
     .unwrap();
     let before = collector.spans.lock().unwrap().len();
     let control = turnpike::Control::start(vec![file]).unwrap();
+    let admin = control.admin_addr().unwrap();
+    // The counter is the process's: earlier cases counted theirs.
+    let dropped = dropped_spans(admin).await;
     let t = control.gateway().listeners()[0].1;
     for i in 0..5 {
         assert_eq!(get(t, &format!("/untrusted/{i}")).await.status, 200);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = get(control.admin_addr().unwrap(), "/metrics").await.text();
-        let dropped: f64 = text
-            .lines()
-            .find(|l| l.starts_with("turnpike_trace_spans_dropped_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        if dropped >= 5.0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no dropped spans counted:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until_dropped(admin, dropped + 5.0).await;
     assert_eq!(collector.spans.lock().unwrap().len(), before);
     control.shutdown();
 }
@@ -504,25 +490,36 @@ async fn a_collector_that_is_down_costs_no_request() {
     }
     assert!(start.elapsed() < Duration::from_secs(20));
     // The spans that could not be sent are counted.
+    until_dropped(control.admin_addr().unwrap(), 1.0).await;
+    control.shutdown();
+}
+
+/// `turnpike_trace_spans_dropped_total` as the admin listener at `admin` shows it.
+async fn dropped_spans(admin: SocketAddr) -> f64 {
+    get(admin, "/metrics")
+        .await
+        .text()
+        .lines()
+        .find(|l| l.starts_with("turnpike_trace_spans_dropped_total"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Waits (up to 10 s) until at least `n` spans are counted as dropped.
+async fn until_dropped(admin: SocketAddr, n: f64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let text = get(control.admin_addr().unwrap(), "/metrics").await.text();
-        let dropped: f64 = text
-            .lines()
-            .find(|l| l.starts_with("turnpike_trace_spans_dropped_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
-        if dropped > 0.0 {
-            break;
+        let dropped = dropped_spans(admin).await;
+        if dropped >= n {
+            return;
         }
         assert!(
             Instant::now() < deadline,
-            "no dropped spans counted:\n{text}"
+            "{dropped} spans counted as dropped, not {n}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    control.shutdown();
 }
 
 #[test]
