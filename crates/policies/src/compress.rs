@@ -185,22 +185,23 @@ impl Compress {
         best.map(|(e, _)| e)
     }
 
-    /// Whether the media type of `content_type` is one this policy encodes.
+    /// Whether the media type of `content_type` is one this policy encodes (the configured
+    /// types are lower case; the comparison ignores case).
     fn compressible(&self, content_type: &str) -> bool {
-        let media = content_type
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let media = content_type.split(';').next().unwrap_or("").trim();
         let Some((ty, sub)) = media.split_once('/') else {
             return false;
         };
+        let ends_with = |suffix: &str| {
+            let sub = sub.as_bytes();
+            sub.len() >= suffix.len()
+                && sub[sub.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+        };
         self.types.iter().any(|t| match t.strip_suffix("/*") {
-            Some(whole) => whole == ty,
-            None => *t == media,
-        }) || (self.types.iter().any(|t| t == "application/json") && sub.ends_with("+json"))
-            || (self.types.iter().any(|t| t == "application/xml") && sub.ends_with("+xml"))
+            Some(whole) => whole.eq_ignore_ascii_case(ty),
+            None => t.eq_ignore_ascii_case(media),
+        }) || (self.types.iter().any(|t| t == "application/json") && ends_with("+json"))
+            || (self.types.iter().any(|t| t == "application/xml") && ends_with("+xml"))
     }
 }
 
@@ -211,17 +212,27 @@ impl Policy for Compress {
 
     /// Notes the encoding the client's `Accept-Encoding` and the settings agree on.
     fn on_request(&self, ex: &mut Exchange) -> Outcome {
-        let accept = ex
-            .request
-            .headers
-            .get_all(header::ACCEPT_ENCODING)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(",");
-        let head = ex.request.method == http::Method::HEAD;
-        ex.extensions
-            .insert(Chosen(if head { None } else { self.choose(&accept) }));
+        let chosen = if ex.request.method == http::Method::HEAD {
+            None
+        } else {
+            let mut values = ex.request.headers.get_all(header::ACCEPT_ENCODING).iter();
+            match (values.next(), values.next()) {
+                (None, _) => None,
+                // The usual case: one field, read in place.
+                (Some(v), None) => self.choose(v.to_str().unwrap_or("")),
+                // Several fields are one list.
+                (Some(_), Some(_)) => self.choose(
+                    &ex.request
+                        .headers
+                        .get_all(header::ACCEPT_ENCODING)
+                        .iter()
+                        .filter_map(|v| v.to_str().ok())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+            }
+        };
+        ex.extensions.insert(Chosen(chosen));
         Outcome::Continue
     }
 

@@ -80,6 +80,28 @@ fn the_encoding_follows_q_values_then_the_policys_order() {
     assert_eq!(chosen("identity"), None);
     assert_eq!(chosen("gzip;q=0"), None);
     assert_eq!(chosen(""), None);
+    // Two Accept-Encoding fields are one list: neither field alone gives these answers.
+    for (first, second, want) in [
+        ("gzip;q=0.5", "br", Encoding::Brotli),
+        ("zstd", "gzip;q=0.1", Encoding::Zstd),
+    ] {
+        let mut ex = exchange(
+            "GET",
+            "/",
+            &[("accept-encoding", first), ("accept-encoding", second)],
+            "",
+        );
+        p.on_request(&mut ex);
+        let got = ex
+            .extensions
+            .get::<Chosen>()
+            .and_then(|c| c.0)
+            .map(|(e, _)| e);
+        assert_eq!(got, Some(want), "{first} + {second}");
+    }
+    assert!(p.compressible("Application/Vnd.Api+JSON; charset=utf-8"));
+    assert!(p.compressible("TEXT/HTML"));
+    assert!(!p.compressible("image/png"));
     let gzip_first = policy(serde_json::json!({"encodings": ["gzip", "br"]}));
     assert_eq!(
         gzip_first.choose("br, gzip, zstd").map(|(e, _)| e),
